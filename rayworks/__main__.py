@@ -1,0 +1,3 @@
+from rayworks.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Connecting to Ray: an embedded local instance by default, an existing cluster on request.
+
+`connect(None)` with no `RAY_ADDRESS` starts a fresh local Ray from the local profile
+(`clusters/local.yaml`, or `RAYWORKS_PROFILE`): CPUs, object store size, dashboard bound
+to 127.0.0.1. Ray's token authentication stays on: the embedded instance uses the token
+at `RAY_AUTH_TOKEN_PATH` (default `~/.ray/auth_token`), generated on first use.
+`connect("auto")`, `connect("HOST:PORT")` or `RAY_ADDRESS` join an existing cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field
+
+from rayworks.platform.config import Config, load_yaml_file, validate
+
+PROFILE_ENV = "RAYWORKS_PROFILE"
+REPO_PROFILE = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
+# Environment every worker of a rayworks job gets: one torch thread per worker (two
+# threads on two busy cores stall, see NOTES) and no tokenizer thread pools.
+WORKER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_TRAIN_V2_ENABLED": "1",
+}
+
+
+class LocalProfile(Config):
+    """How the embedded local Ray is started (the laptop profile)."""
+
+    num_cpus: int | None = Field(None, ge=1, description="CPUs Ray may use (None = all)")
+    object_store_memory_mb: int | None = Field(
+        1024, ge=78, description="object store size in MiB (None = Ray's default)"
+    )
+    include_dashboard: bool = Field(True, description="start the dashboard (needed for Jobs)")
+    dashboard_host: str = Field("127.0.0.1", description="dashboard bind address")
+    dashboard_port: int = Field(8265, ge=1, le=65535, description="dashboard port")
+    auth_mode: str = Field("token", pattern="^(token|disabled)$", description="Ray auth mode")
+
+
+def load_profile(path: str | Path | None = None) -> LocalProfile:
+    path = path or os.environ.get(PROFILE_ENV) or (REPO_PROFILE if REPO_PROFILE.is_file() else None)
+    if path is None:
+        return LocalProfile()
+    data = load_yaml_file(path)
+    return validate(LocalProfile, data.get("ray_init", data), f"profile {str(path)!r}")
+
+
+def _ensure_token(mode: str) -> None:
+    """Keep token auth on for the embedded instance, creating its token if missing."""
+    os.environ.setdefault("RAY_AUTH_MODE", mode)
+    if os.environ["RAY_AUTH_MODE"] != "token":
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+
+
+def connect(address: str | None = None, profile: LocalProfile | None = None) -> None:
+    """Initialise Ray once per process (no-op if already connected)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    runtime_env = {"env_vars": dict(WORKER_ENV)}
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    if address:
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        return
+    prof = profile or load_profile()
+    _ensure_token(prof.auth_mode)
+    mem = prof.object_store_memory_mb
+    ray.init(
+        address="local",
+        num_cpus=prof.num_cpus,
+        object_store_memory=mem * 2**20 if mem else None,
+        include_dashboard=prof.include_dashboard,
+        dashboard_host=prof.dashboard_host,
+        dashboard_port=prof.dashboard_port,
+        runtime_env=runtime_env,
+        log_to_driver=True,
+    )
+
+
+def is_local() -> bool:
+    """True when this process runs the embedded instance rather than joining a cluster."""
+    return not os.environ.get("RAY_ADDRESS")

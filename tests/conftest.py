@@ -1,0 +1,126 @@
+"""One Ray head per test session, with the dashboard's job server and token auth on.
+
+The head runs in its own process group with its own ports, temp dir and auth token, so
+tests never touch `~/.ray` or a user's cluster, and it is torn down by its process group.
+In-process tests connect with `ray_address` (fixture `ray_session`); CLI subprocesses get
+`RAY_ADDRESS` through `cli_env`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_http(url: str, headers: dict[str, str], timeout: float) -> None:
+    import requests
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if requests.get(url, headers=headers, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory):
+    """A `ray start --head` process: yields a dict with gcs/dashboard addresses and token."""
+    temp = Path(f"/tmp/rwt-{secrets.token_hex(3)}")  # short: Ray's socket paths are length-capped
+    temp.mkdir()
+    token_path = temp / "auth_token"
+    token = secrets.token_hex(32)
+    token_path.write_text(token)
+    gcs_port, dash_port = free_port(), free_port()
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path))
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path))
+    cmd = [
+        str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
+        "--num-cpus=2", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
+        f"--temp-dir={temp}", "--disable-usage-stats", "--include-dashboard=true",
+    ]  # fmt: skip
+    log = (tmp_path_factory.mktemp("ray-head") / "head.log").open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    dashboard = f"http://127.0.0.1:{dash_port}"
+    try:
+        _wait_http(f"{dashboard}/api/version", {"Authorization": f"Bearer {token}"}, 90)
+        yield {
+            "address": f"127.0.0.1:{gcs_port}",
+            "dashboard": dashboard,
+            "token": token,
+            "token_path": str(token_path),
+            "temp_dir": str(temp),
+        }
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def ray_session(ray_head):
+    """This test process connected to the session's head."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=ray_head["address"], log_to_driver=False)
+    yield ray_head
+    ray.shutdown()
+
+
+@pytest.fixture
+def cli_env(ray_head, tmp_path: Path) -> dict[str, str]:
+    """Environment for `rayworks ...` subprocesses: join the session head, runs under tmp."""
+    return dict(
+        os.environ,
+        RAY_ADDRESS=ray_head["address"],
+        RAYWORKS_RUNS_DIR=str(tmp_path / "runs"),
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=ray_head["token_path"],
+    )
+
+
+@pytest.fixture
+def cli(cli_env: dict[str, str]):
+    """Run `python -m rayworks ARGS` against the session head; failures show the output."""
+
+    def run(args: list[str], timeout: float = 600, check: bool = True, env=None):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rayworks", *args],
+            env=env or cli_env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"rayworks {' '.join(args)} exited {proc.returncode}\n"
+                f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+            )
+        return proc
+
+    return run
