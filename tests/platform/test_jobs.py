@@ -1,0 +1,151 @@
+"""Ray Jobs submission against the session head (token auth on), plus its error paths."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from rayworks.errors import RayworksError, UnknownNameError
+from rayworks.platform import jobs
+
+PY = shlex.quote(sys.executable)  # the head's shell PATH may not reach this venv's python
+
+
+def _dead_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_dashboard_address_precedence(monkeypatch):
+    for var in ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(var, raising=False)
+    assert jobs.dashboard_address(None) == "http://127.0.0.1:8265"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # GCS address: not a dashboard
+    assert jobs.dashboard_address(None) == "http://127.0.0.1:8265"
+    monkeypatch.setenv("RAY_ADDRESS", "http://10.0.0.1:8265/")
+    assert jobs.dashboard_address(None) == "http://10.0.0.1:8265"
+    monkeypatch.setenv("RAY_API_SERVER_ADDRESS", "https://ray.example:443")
+    assert jobs.dashboard_address(None) == "https://ray.example:443"
+    assert jobs.dashboard_address("127.0.0.1:9000") == "http://127.0.0.1:9000"
+
+
+def test_entrypoint_quotes_run_args():
+    cmd = jobs.build_entrypoint("lm", ["--preset", "smoke", "--set", "train.lr=1e-3 x"])
+    assert shlex.split(cmd) == [
+        "python", "-m", "rayworks", "run", "lm", "--preset", "smoke", "--set", "train.lr=1e-3 x",
+    ]  # fmt: skip
+
+
+def test_auth_header_sources(monkeypatch, tmp_path: Path):
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    (tmp_path / "tok").write_text("file-token\n")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "tok"))
+    assert jobs._auth_headers() == {"Authorization": "Bearer file-token"}
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "env-token")  # Ray's precedence: env value first
+    assert jobs._auth_headers() == {"Authorization": "Bearer env-token"}
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert jobs._auth_headers() == {}
+
+
+def test_unknown_pipeline_fails_before_contacting_anything(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("submit contacted the cluster for an unknown pipeline")
+
+    monkeypatch.setattr(jobs, "_client", no_network)
+    with pytest.raises(UnknownNameError, match="no-such-pipeline"):
+        jobs.submit("no-such-pipeline", [], address="http://127.0.0.1:1")
+
+
+def test_unreachable_dashboard_is_a_clear_error():
+    dead = _dead_address()
+    with pytest.raises(RayworksError, match="cannot reach the Ray Jobs API") as info:
+        jobs.list_jobs(dead)
+    assert dead in str(info.value) and "head up" in str(info.value)
+
+
+def test_submit_follow_list_status(ray_head):
+    url = ray_head["dashboard"]
+    job_id = jobs.submit_entrypoint(
+        f"{PY} -c \"import os; print('hello from job', os.environ['RW_MARK'])\"",
+        address=url,
+        env_vars={"RW_MARK": "m42"},
+    )
+    out = io.StringIO()
+    final = jobs.follow(job_id, address=url, out=out, poll_s=0.5, timeout_s=60)
+    assert final == "SUCCEEDED", out.getvalue()
+    assert "hello from job m42" in out.getvalue()
+    assert out.getvalue().count("hello from job m42\n") == 1  # only new suffixes printed
+    assert jobs.status(job_id, address=url) == "SUCCEEDED"
+    assert "hello from job m42" in jobs.logs(job_id, address=url)
+    row = next(r for r in jobs.list_jobs(url) if r["submission_id"] == job_id)
+    assert row["status"] == "SUCCEEDED" and "hello from job" in row["entrypoint"]
+    assert row["start_time"] and row["end_time"] >= row["start_time"]
+    assert jobs.stop(job_id, address=url) is False  # already finished
+
+
+def test_failing_job_reports_failed_and_stop_works(ray_head):
+    url = ray_head["dashboard"]
+    failed = jobs.submit_entrypoint(f"{PY} -c \"raise SystemExit('boom')\"", address=url)
+    out = io.StringIO()
+    assert jobs.follow(failed, address=url, out=out, poll_s=0.5, timeout_s=60) == "FAILED"
+    assert "boom" in out.getvalue()
+    sleeper = jobs.submit_entrypoint(f'{PY} -c "import time; time.sleep(120)"', address=url)
+    with pytest.raises(RayworksError, match=r"still (PENDING|RUNNING)"):
+        jobs.follow(sleeper, address=url, out=io.StringIO(), poll_s=0.2, timeout_s=0.5)
+    assert jobs.stop(sleeper, address=url) is True
+    assert jobs.follow(sleeper, address=url, out=io.StringIO(), poll_s=0.5, timeout_s=30) == (
+        "STOPPED"
+    )
+
+
+def test_unknown_job_id_is_a_clear_error(ray_head):
+    with pytest.raises(RayworksError, match=re.escape(ray_head["dashboard"])):
+        jobs.status("raysubmit_doesnotexist", address=ray_head["dashboard"])
+
+
+def test_wrong_token_is_a_clear_error(ray_head, monkeypatch, tmp_path: Path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("0" * 64)
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(wrong))
+    with pytest.raises(RayworksError, match="rejected the token") as info:
+        jobs.list_jobs(ray_head["dashboard"])
+    assert ray_head["dashboard"] in str(info.value) and str(wrong) in str(info.value)
+
+
+def test_missing_token_is_a_clear_error(ray_head, monkeypatch, tmp_path: Path):
+    import ray.dashboard.modules.dashboard_sdk as sdk
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "absent"))
+    # Ray's own fallback would read its process-wide cached token; model a client without one.
+    monkeypatch.setattr(sdk, "get_auth_headers_if_auth_enabled", lambda headers: {})
+    with pytest.raises(RayworksError, match="no token") as info:
+        jobs.status("raysubmit_x", address=ray_head["dashboard"])
+    assert "absent" in str(info.value)
+
+
+@pytest.mark.slow
+def test_submit_lm_smoke_reaches_succeeded(ray_head, tmp_path: Path):
+    """End to end: `rayworks submit lm -- --preset smoke` on the session head."""
+    url = ray_head["dashboard"]
+    env = {
+        # The head's shell resolves `python`; put this venv first so it finds rayworks.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RAYWORKS_RUNS_DIR": str(tmp_path / "runs"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    job_id = jobs.submit("lm", ["--preset", "smoke"], address=url, env_vars=env)
+    out = io.StringIO()
+    final = jobs.follow(job_id, address=url, out=out, poll_s=1.0, timeout_s=300)
+    assert final == "SUCCEEDED", out.getvalue()[-4000:]
+    assert any((tmp_path / "runs").rglob("summary.json")), out.getvalue()[-4000:]
