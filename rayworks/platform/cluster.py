@@ -3,14 +3,13 @@
 `connect(None)` with no `RAY_ADDRESS` starts a fresh local Ray from the local profile
 (`clusters/local.yaml`, or `RAYWORKS_PROFILE`): CPUs, object store size, dashboard bound
 to 127.0.0.1. Ray's token authentication stays on: the embedded instance uses the token
-at `RAY_AUTH_TOKEN_PATH` (default `~/.ray/auth_token`), generated on first use.
+at `RAY_AUTH_TOKEN_PATH` (default `~/.ray/auth_token`), which Ray generates on first use.
 `connect("auto")`, `connect("HOST:PORT")` or `RAY_ADDRESS` join an existing cluster.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 from pydantic import Field
@@ -49,16 +48,18 @@ def load_profile(path: str | Path | None = None) -> LocalProfile:
     return validate(LocalProfile, data.get("ray_init", data), f"profile {str(path)!r}")
 
 
-def _ensure_token(mode: str) -> None:
-    """Keep token auth on for the embedded instance, creating its token if missing."""
-    os.environ.setdefault("RAY_AUTH_MODE", mode)
-    if os.environ["RAY_AUTH_MODE"] != "token":
+def _set_auth_mode(mode: str) -> None:
+    """Apply the profile's auth mode unless RAY_AUTH_MODE is already set by the user.
+
+    Ray caches its config at import, so the mode is re-read after setting the variable;
+    with mode "token", `ray.init` creates `~/.ray/auth_token` (or uses RAY_AUTH_TOKEN_PATH).
+    """
+    if "RAY_AUTH_MODE" in os.environ:
         return
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_hex(32))
-        path.chmod(0o600)
+    from ray._raylet import Config
+
+    os.environ["RAY_AUTH_MODE"] = mode
+    Config.initialize("")
 
 
 def connect(address: str | None = None, profile: LocalProfile | None = None) -> None:
@@ -74,7 +75,7 @@ def connect(address: str | None = None, profile: LocalProfile | None = None) -> 
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
         return
     prof = profile or load_profile()
-    _ensure_token(prof.auth_mode)
+    _set_auth_mode(prof.auth_mode)
     mem = prof.object_store_memory_mb
     ray.init(
         address="local",

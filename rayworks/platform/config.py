@@ -123,7 +123,9 @@ def format_validation_error(cls: type[BaseModel], err: ValidationError, origin: 
     for item in err.errors():
         loc = tuple(item["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
-        if item["type"] == "extra_forbidden":
+        if not loc:  # a cross-field check of the whole config: its message names the keys
+            parts.append(item["msg"].removeprefix("Value error, "))
+        elif item["type"] == "extra_forbidden":
             allowed = ", ".join(_field_names(cls, loc)) or "(none)"
             parts.append(f"unknown key {key!r}; allowed keys here: {allowed}")
         else:

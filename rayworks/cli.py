@@ -1,0 +1,293 @@
+"""The `rayworks` command: list, run, sweep, serve, submit, jobs, report, bench, eval, demo.
+
+Every subcommand validates its input before Ray starts; a `RayworksError` prints as one
+paragraph and exits 2. Heavy imports (ray, torch) happen inside the handlers so `rayworks
+list` and error paths stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from rayworks.errors import RayworksError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", help="named preset of the pipeline's config (e.g. smoke, small)")
+    p.add_argument("--config", "-c", action="append", default=[], metavar="FILE", help="YAML config file(s)")
+    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE", help="override a config key")
+
+
+def _add_address(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", help="Ray cluster to join ('auto', HOST:PORT); default: RAY_ADDRESS or embedded local Ray")
+
+
+def _add_runs_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs-dir", help="root of run directories (default: RAYWORKS_RUNS_DIR or ./runs)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayworks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="list registered pipelines and evaluations")
+
+    p = sub.add_parser("run", help="run a pipeline")
+    p.add_argument("pipeline")
+    _add_config_args(p)
+    _add_address(p)
+    _add_runs_dir(p)
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
+
+    p = sub.add_parser("sweep", help="Ray Tune search over a pipeline's config")
+    p.add_argument("pipeline")
+    _add_config_args(p)
+    _add_address(p)
+    _add_runs_dir(p)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=DIST:ARGS", help="e.g. train.lr=loguniform:1e-4:1e-2")
+    p.add_argument("--samples", type=int, default=4, help="trials to sample")
+    p.add_argument("--metric", help="metric to optimise (default: the pipeline's headline)")
+    p.add_argument("--mode", choices=["min", "max"], help="default: the headline's mode")
+    p.add_argument("--scheduler", choices=["fifo", "asha"], default="fifo")
+    p.add_argument("--max-concurrent", type=int, default=0, help="trials at once (0 = as resources allow)")
+
+    p = sub.add_parser("serve", help="serve a model behind OpenAI-compatible HTTP (Ray Serve)")
+    p.add_argument("target", choices=["model"], help="what to serve")
+    p.add_argument("--checkpoint", required=True, help="run dir, checkpoint dir or HF model dir")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=os.environ.get("RAYWORKS_API_KEY"), help="require this bearer token")
+    p.add_argument("--max-ongoing-requests", type=int, default=4)
+    p.add_argument("--max-queued-requests", type=int, default=8)
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--name", help="model id shown by /v1/models")
+    _add_address(p)
+
+    p = sub.add_parser("submit", help="submit `rayworks run PIPELINE ARGS` to a cluster (Ray Jobs)")
+    p.add_argument("pipeline")
+    p.add_argument("--address", help="dashboard URL (default: RAY_API_SERVER_ADDRESS or http://127.0.0.1:8265)")
+    p.add_argument("--follow", action="store_true", help="stream the job's logs until it ends")
+    p.add_argument("--working-dir", help="upload this folder as the job's working_dir")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for the job")
+    p.add_argument("run_args", nargs="*", help="after --: arguments of `rayworks run`")
+
+    p = sub.add_parser("jobs", help="list submitted jobs and their status")
+    p.add_argument("--address", help="dashboard URL")
+
+    p = sub.add_parser("report", help="HTML report of runs and benches")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--out", help="output folder or .html file")
+    p.add_argument("--title", default="rayworks report")
+
+    p = sub.add_parser("bench", help="a pipeline against its baseline(s): same data, seeds, budget")
+    p.add_argument("pipeline")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--preset", default="smoke")
+    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    _add_address(p)
+    _add_runs_dir(p)
+
+    p = sub.add_parser("eval", help="run a registered evaluation")
+    p.add_argument("evaluation")
+    p.add_argument("--checkpoint", help="run dir, checkpoint dir or model dir")
+    p.add_argument("--predictions", help="predictions file (jsonl)")
+    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    p.add_argument("--out", help="write the metrics as JSON here")
+
+    p = sub.add_parser("demo", help="bench every pipeline with its smoke preset and write a report")
+    _add_runs_dir(p)
+    _add_address(p)
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--only", action="append", default=[], help="limit to these pipelines")
+    return parser
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rayworks.platform.registry import EVALUATIONS, all_pipelines, describe
+
+    table = Table(title="pipelines")
+    for col in ("name", "kind", "baseline", "headline", "description"):
+        table.add_column(col)
+    for spec in all_pipelines():
+        table.add_row(*describe(spec).values())
+    console.print(table)
+    evals = Table(title="evaluations")
+    evals.add_column("name")
+    evals.add_column("description")
+    for name in sorted(EVALUATIONS):
+        evals.add_row(name, EVALUATIONS[name].description)
+    console.print(evals)
+    return 0
+
+
+def _print_summary(summary: dict, run_dir: object) -> None:
+    table = Table(title=f"summary: {run_dir}")
+    table.add_column("key")
+    table.add_column("value", justify="right")
+    for key in sorted(summary):
+        if key != "traceback":
+            value = summary[key]
+            table.add_row(key, f"{value:.5g}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rayworks.platform import launch
+
+    result = launch.run(
+        args.pipeline,
+        preset=args.preset,
+        files=args.config,
+        overrides=args.overrides,
+        runs_dir=args.runs_dir,
+        address=args.address,
+        resume=args.resume,
+        progress=not args.no_progress,
+    )
+    _print_summary(result.summary, result.run_dir)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rayworks.platform import tune
+
+    tune.sweep(
+        args.pipeline,
+        params=args.param,
+        preset=args.preset,
+        files=args.config,
+        overrides=args.overrides,
+        samples=args.samples,
+        metric=args.metric,
+        mode=args.mode,
+        scheduler=args.scheduler,
+        max_concurrent=args.max_concurrent,
+        runs_dir=args.runs_dir,
+        address=args.address,
+        console=console,
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from rayworks.platform.cluster import connect
+    from rayworks.platform.serve import serve_model
+
+    if args.address:
+        connect(args.address)
+    serve_model(
+        args.checkpoint,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        max_ongoing_requests=args.max_ongoing_requests,
+        max_queued_requests=args.max_queued_requests,
+        num_replicas=args.replicas,
+        model_name=args.name,
+        blocking=True,
+    )
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from rayworks.platform import jobs
+
+    run_args = args.run_args
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise RayworksError(f"bad --env {item!r}: expected KEY=VALUE.")
+        env[key] = value
+    job_id = jobs.submit(args.pipeline, run_args, address=args.address, working_dir=args.working_dir, env_vars=env or None)
+    console.print(f"submitted job [bold]{job_id}[/] to {jobs.dashboard_address(args.address)}")
+    if args.follow:
+        status = jobs.follow(job_id, address=args.address)
+        console.print(f"job {job_id}: {status}")
+        return 0 if status == "SUCCEEDED" else 1
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from rayworks.platform import jobs
+
+    table = Table(title=f"jobs at {jobs.dashboard_address(args.address)}")
+    rows = jobs.list_jobs(args.address)
+    columns = ["submission_id", "status", "entrypoint", "start_time", "end_time"]
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(str(row.get(c, "")) for c in columns))
+    console.print(table)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rayworks.platform.report import render_report
+
+    out = render_report(args.paths, out=args.out, title=args.title)
+    console.print(f"report written to {out}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rayworks.platform import bench
+
+    result = bench.bench(
+        args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
+        runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
+    )  # fmt: skip
+    console.print(result.markdown)
+    console.print(f"written to {result.out_dir}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rayworks.evals.run import run_evaluation
+
+    metrics = run_evaluation(args.evaluation, args.checkpoint, args.predictions, args.overrides, args.out)
+    _print_summary(metrics, args.evaluation)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rayworks.platform import bench
+
+    out = bench.demo(runs_dir=args.runs_dir, address=args.address, seeds=args.seeds, only=args.only, console=console)
+    console.print(f"demo report: {out}")
+    return 0
+
+
+HANDLERS = {
+    "list": cmd_list, "run": cmd_run, "sweep": cmd_sweep, "serve": cmd_serve, "submit": cmd_submit,
+    "jobs": cmd_jobs, "report": cmd_report, "bench": cmd_bench, "eval": cmd_eval, "demo": cmd_demo,
+}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if argv[:1] == ["submit"] and "--" in argv:  # `submit ... -- RUN_ARGS`: split before argparse
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
+    args = build_parser().parse_args(argv)
+    if args.command == "submit":
+        args.run_args = [*args.run_args, *passthrough]
+    try:
+        return HANDLERS[args.command](args)
+    except RayworksError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130

@@ -1,0 +1,1 @@
+"""Datasets without downloads: synthetic tasks with exact verifiers and local text files."""

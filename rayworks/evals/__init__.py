@@ -1,0 +1,1 @@
+"""Registered evaluations (`rayworks eval NAME`): metrics on checkpoints or prediction files."""

@@ -1,0 +1,1 @@
+"""One package per method; importing a package registers its pipelines."""

@@ -1,0 +1,74 @@
+"""The `lm` driver: data and tokenizer on the driver, training on a Ray Train worker group."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rayworks.models import load_tokenizer
+from rayworks.platform.context import RunContext
+from rayworks.platform.registry import pipeline
+from rayworks.pipelines.lm.config import LMConfig
+from rayworks.pipelines.lm.data import LMData, prepare
+from rayworks.pipelines.lm.train_loop import train_loop
+
+
+def prepare_run(cfg: LMConfig, ctx: RunContext) -> tuple[Any, LMData]:
+    """Tokenizer + tensors; a resumed run reuses its saved tokenizer so ids stay the same."""
+    tok_dir = ctx.artifacts_dir / "tokenizer"
+    tokenizer, data = prepare(cfg, load_tokenizer(tok_dir) if tok_dir.is_dir() else None)
+    tokenizer.save_pretrained(tok_dir)
+    if data.rejects:
+        with (ctx.artifacts_dir / "rejects.jsonl").open("w") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in data.rejects)
+    return tokenizer, data
+
+
+def data_counts(data: LMData) -> dict[str, float]:
+    """Reconciling counts: rows read = rows kept + rows rejected (with reasons on disk)."""
+    return {
+        "rows_in": data.rows_in,
+        "rows_rejected": len(data.rejects),
+        "train_rows": len(data.train_ids),
+        "val_rows": len(data.val_ids),
+    }
+
+
+@pipeline("lm", config=LMConfig, kind="job", baseline="lm_plain", headline=("val_loss", "min"))
+def run(cfg: LMConfig, ctx: RunContext) -> dict[str, float]:
+    """Tiny Llama LM trained with Ray Train (DDP/gloo or DeepSpeed ZeRO), resumable."""
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    _, data = prepare_run(cfg, ctx)
+    ctx.progress(cfg.train.max_steps, "lm")
+    callbacks = []
+    if ctx.reporter == "tune":
+        from ray.tune.integration.ray_train import TuneReportCallback
+
+        callbacks.append(TuneReportCallback())
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config={
+            "cfg": cfg.model_dump(mode="json"),
+            "ctx": ctx,
+            "data": ray.put(data),
+            "reporter": "train" if ctx.reporter == "tune" else "none",
+            "in_train": True,
+        },
+        scaling_config=ScalingConfig(
+            num_workers=cfg.train.num_workers,
+            use_gpu=cfg.train.use_gpu,
+            resources_per_worker={"CPU": cfg.train.cpus_per_worker},
+        ),
+        run_config=RunConfig(
+            name="train",
+            storage_path=str(ctx.run_dir / "ray_train"),
+            failure_config=FailureConfig(max_failures=cfg.train.max_failures),
+            callbacks=callbacks,
+        ),
+    )
+    result = trainer.fit()
+    metrics = {k: v for k, v in (result.metrics or {}).items() if k != "step"}
+    return {**metrics, **data_counts(data)}

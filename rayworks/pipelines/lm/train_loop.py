@@ -1,0 +1,237 @@
+"""The per-worker training loop of `lm`, run by Ray Train's TorchTrainer on every rank.
+
+setup (model, optimizer, strategy, resume) -> train (log / eval / checkpoint) -> final eval.
+
+Resuming: on start the loop restores the newest complete checkpoint of the run directory
+(the same path serves `rayworks run --resume` and Ray Train's FailureConfig restarts):
+model weights, optimizer state (per rank under ZeRO), every rank's RNG, and the step
+counter, which is also the whole dataloader state (see `data.batch_rows`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rayworks.data.tasks import get_task
+from rayworks.models import build_decoder, load_causal_lm, load_tokenizer
+from rayworks.platform import checkpoint as ckpt
+from rayworks.platform.context import RunContext
+from rayworks.pipelines.lm.config import LMConfig
+from rayworks.pipelines.lm.data import LMData, batch_rows, data_state
+from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
+
+
+def lr_at(step: int, cfg: LMConfig) -> float:
+    """Linear warmup, then cosine decay to `min_lr_ratio * lr` at `max_steps`."""
+    t = cfg.train
+    if step < t.warmup_steps:
+        return t.lr * (step + 1) / t.warmup_steps
+    progress = (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps)
+    floor = t.lr * t.min_lr_ratio
+    return floor + (t.lr - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+class Dist:
+    """Rank, world size and sum all-reduce; a single process when not distributed."""
+
+    def __init__(self) -> None:
+        self.on = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if self.on else 0
+        self.world = dist.get_world_size() if self.on else 1
+
+    def total(self, *values: float) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64)
+        if self.on:
+            dist.all_reduce(t)
+        return t.tolist()
+
+    def barrier(self) -> None:
+        if self.on:
+            dist.barrier()
+
+
+class Learner:
+    """Model + optimizer under the configured strategy (DDP or DeepSpeed ZeRO)."""
+
+    def __init__(self, cfg: LMConfig, model: torch.nn.Module, d: Dist) -> None:
+        self.cfg, self.d = cfg, d
+        self.deepspeed = cfg.train.strategy == "deepspeed"
+        if self.deepspeed:
+            import deepspeed
+
+            ds_config = {
+                "train_micro_batch_size_per_gpu": cfg.train.batch_size // d.world,
+                "gradient_accumulation_steps": 1,
+                "gradient_clipping": cfg.train.grad_clip,
+                "optimizer": {
+                    "type": "AdamW",
+                    "params": {"lr": cfg.train.lr, "weight_decay": cfg.train.weight_decay, "torch_adam": True},
+                },
+                "zero_optimization": {"stage": cfg.train.zero_stage},
+            }
+            self.engine, self.optimizer, _, _ = deepspeed.initialize(
+                model=model, model_parameters=model.parameters(), config=ds_config
+            )
+            self.module = self.engine.module
+        else:
+            import ray.train.torch
+
+            self.optimizer = torch.optim.AdamW(
+                model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
+            )
+            self.engine = ray.train.torch.prepare_model(model) if d.on else model
+            self.module = model
+
+    def step(self, ids: torch.Tensor, labels: torch.Tensor, lr: float) -> float:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss = self.engine(input_ids=ids, labels=labels).loss
+        if self.deepspeed:
+            self.engine.backward(loss)
+            self.engine.step()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.cfg.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.engine.parameters(), self.cfg.train.grad_clip)
+            self.optimizer.step()
+        return float(loss.detach())
+
+    def optimizer_state(self) -> Any:
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: Any) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def optimizer_file(self) -> str:
+        """ZeRO partitions optimizer state per rank; DDP keeps one full copy (rank 0's)."""
+        return f"optimizer_rank{self.d.rank}" if self.deepspeed else "optimizer"
+
+
+def save_checkpoint(ctx: RunContext, learner: Learner, tokenizer: Any, step: int, extra: dict) -> None:
+    """Collective: every rank writes its RNG (and ZeRO optimizer shard) into one folder."""
+    d, final = learner.d, ctx.checkpoint_dir(step)
+    tmp = final.with_name(f".tmp-{final.name}")
+    if d.rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        learner.module.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        state = {"step": step, "data": extra["data"], "world_size": d.world, "metrics": extra["metrics"]}
+        (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    d.barrier()
+    ckpt.save_tree(tmp, f"rng_rank{d.rank}", ckpt.rng_state())
+    if learner.deepspeed or d.rank == 0:
+        ckpt.save_tree(tmp, learner.optimizer_file(), learner.optimizer_state())
+    d.barrier()
+    if d.rank == 0:
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        ckpt.prune(ctx.checkpoints_dir, learner.cfg.train.keep_checkpoints)
+    d.barrier()
+
+
+def restore(latest: Any, learner: Learner, d: Dist) -> tuple[int, dict[str, float]]:
+    """Load optimizer and RNG state from `latest`; return its step and last train metrics."""
+    state = json.loads((latest / "trainer_state.json").read_text())
+    if learner.deepspeed and state["world_size"] != d.world:
+        raise RuntimeError(
+            f"checkpoint {latest} holds ZeRO shards for {state['world_size']} ranks; "
+            f"resume with train.num_workers={state['world_size']}"
+        )
+    learner.load_optimizer_state(ckpt.load_tree(latest, learner.optimizer_file()))
+    rng_file = latest / f"rng_rank{d.rank}.json"
+    if rng_file.is_file():
+        ckpt.set_rng_state(ckpt.load_tree(latest, f"rng_rank{d.rank}"))
+    return int(state["step"]), dict(state.get("metrics") or {})
+
+
+@torch.no_grad()
+def validation(learner: Learner, data: LMData, cfg: LMConfig, d: Dist, full: bool = False) -> dict[str, float]:
+    per_rank = max(1, cfg.train.batch_size // d.world)
+    rows = len(data.val_ids) if full else min(len(data.val_ids), cfg.eval.val_batches * per_rank * d.world)
+    mine = torch.arange(d.rank, rows, d.world)
+    learner.module.eval()
+    total, count = loss_sum(learner.module, data.val_ids[mine], data.val_labels[mine], per_rank)
+    learner.module.train()
+    total, count = d.total(total, count)
+    val_loss = total / max(1.0, count)
+    return {"val_loss": val_loss, "val_ppl": perplexity(val_loss)}
+
+
+def train_loop(config: dict[str, Any]) -> dict[str, float]:
+    """Entry point of every Ray Train worker (and of a single local process)."""
+    import ray
+
+    cfg = LMConfig.model_validate(config["cfg"])
+    data: LMData = ray.get(config["data"]) if isinstance(config["data"], ray.ObjectRef) else config["data"]
+    d = Dist()
+    ctx: RunContext = config["ctx"].worker(config.get("reporter", "none"), d.rank)
+    torch.set_num_threads(cfg.train.threads_per_worker)
+    tokenizer = load_tokenizer(ctx.artifacts_dir / "tokenizer")
+
+    latest = ctx.latest_checkpoint()
+    ctx.seed_everything()
+    if latest is not None:
+        model = load_causal_lm(latest)
+    else:
+        model = build_decoder(
+            cfg.model, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+        )
+    learner = Learner(cfg, model, d)
+    start, last = restore(latest, learner, d) if latest is not None else (0, {})
+    ctx.seed_everything(offset=1 + d.rank + start)  # per-rank stream, distinct after resume
+    if d.rank == 0:
+        ctx.truncate_metrics(start)
+
+    n_rows, per_rank = len(data.train_ids), cfg.train.batch_size // d.world
+    window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+    for step in range(start, cfg.train.max_steps):
+        rows = batch_rows(n_rows, cfg.train.batch_size, cfg.seed, step)[d.rank :: d.world]
+        loss = learner.step(data.train_ids[rows], data.train_labels[rows], lr_at(step, cfg))
+        window_loss += loss
+        window_steps += 1
+        window_tokens += per_rank * data.train_ids.shape[1]
+        done = step + 1
+        if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
+            elapsed = time.perf_counter() - window_start
+            mean_loss, tokens = d.total(window_loss / window_steps / d.world, window_tokens)
+            last = {"loss": mean_loss, "lr": lr_at(step, cfg), "tokens_per_s": tokens / max(elapsed, 1e-9)}
+            ctx.log(done, **last)
+            window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+        if done % cfg.train.eval_every == 0 and done < cfg.train.max_steps:
+            ctx.log(done, **validation(learner, data, cfg, d))
+        if done % cfg.train.checkpoint_every == 0 or done == cfg.train.max_steps:
+            state = data_state(n_rows, cfg.train.batch_size, cfg.seed, done)
+            save_checkpoint(ctx, learner, tokenizer, done, {"data": state, "metrics": last})
+
+    final = validation(learner, data, cfg, d, full=True)
+    if cfg.eval.exact_match and data.test:
+        em = {}
+        if d.rank == 0:
+            em, samples = exact_match(learner.module, tokenizer, get_task(cfg.data.task), data.test, cfg.eval.max_new_tokens)
+            with (ctx.artifacts_dir / "samples.jsonl").open("w") as fh:
+                fh.writelines(json.dumps(s) + "\n" for s in samples)
+        final["exact_match"] = d.total(em.get("exact_match", 0.0))[0]
+        final.update({k: v for k, v in em.items() if k != "exact_match"})
+    final["train_loss"] = last.get("loss", float("nan"))
+    final["tokens_per_s"] = last.get("tokens_per_s", float("nan"))
+    ctx.worker("none", d.rank).log(cfg.train.max_steps, **final)
+    model_dir = ctx.artifacts_dir / "model"
+    if d.rank == 0:
+        learner.module.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+    d.barrier()
+    if config.get("in_train"):
+        # Train V2 keeps metrics only with a checkpoint: attach the final model, which
+        # also makes it reachable from the trainer's Result on remote storage.
+        final_ckpt = ray.train.Checkpoint.from_directory(str(model_dir)) if d.rank == 0 else None
+        ray.train.report(final, checkpoint=final_ckpt)
+    return final

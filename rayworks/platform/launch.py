@@ -1,0 +1,128 @@
+"""Launching a registered pipeline: validate everything, connect to Ray, run, summarise.
+
+Order matters: the pipeline name, config, preset, files, overrides and resume directory
+are all checked before Ray starts, so bad input never starts a run. A `task` pipeline runs
+as one Ray task holding the resources it declares; a `job` pipeline's function is the
+driver itself (it creates its own trainers/actors). The summary written to summary.json is
+the pipeline's returned dict plus run metadata.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rayworks.errors import ConfigError
+from rayworks.platform.cluster import connect
+from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file, to_yaml, validate
+from rayworks.platform.context import RunContext
+from rayworks.platform.progress import follow_run
+from rayworks.platform.registry import PipelineSpec, get_pipeline
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def resources_of(spec: PipelineSpec, cfg: PipelineConfig) -> dict[str, float]:
+    """A pipeline's Ray resources; a config may refine them with a `ray_resources()` method."""
+    refine = getattr(cfg, "ray_resources", None)
+    return dict(refine()) if callable(refine) else dict(spec.resources)
+
+
+def _remote_options(resources: dict[str, float]) -> dict[str, Any]:
+    res = dict(resources)
+    opts: dict[str, Any] = {"num_cpus": res.pop("CPU", 0), "num_gpus": res.pop("GPU", 0)}
+    if res:
+        opts["resources"] = res
+    return opts
+
+
+def _run_in_worker(name: str, cfg_data: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    spec = get_pipeline(name)
+    return spec.fn(spec.config.model_validate(cfg_data), ctx)
+
+
+def remote_run(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> Any:
+    """Start the pipeline in a Ray worker and return its ObjectRef (bench fans these out).
+
+    A `task` pipeline's worker holds its declared resources; a `job` pipeline's driver
+    holds none (its trainers and actors reserve their own).
+    """
+    import ray
+
+    opts = _remote_options(resources_of(spec, cfg)) if spec.kind == "task" else {"num_cpus": 0}
+    fn = ray.remote(max_retries=0)(_run_in_worker)
+    return fn.options(**opts).remote(spec.name, cfg.model_dump(mode="json"), ctx)
+
+
+def execute(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> dict[str, Any]:
+    """Run in this process (job pipelines, Tune trials) or as one Ray task (task pipelines)."""
+    if spec.kind == "job" or ctx.reporter == "tune":
+        return spec.fn(cfg, ctx)
+    import ray
+
+    return ray.get(remote_run(spec, cfg, ctx))
+
+
+def resolve(
+    name: str,
+    preset: str | None = None,
+    files: list[str] | tuple[str, ...] = (),
+    overrides: list[str] | tuple[str, ...] = (),
+    resume: str | Path | None = None,
+) -> tuple[PipelineSpec, PipelineConfig, RunContext | None]:
+    """Validate the whole request; return the spec, config and (for resume) the context."""
+    spec = get_pipeline(name)
+    if resume is None:
+        return spec, build_config(spec.config, preset, files, overrides), None
+    ctx = RunContext.open(resume)
+    if ctx.pipeline != name:
+        raise ConfigError(f"--resume {str(resume)!r} is a run of {ctx.pipeline!r}, not of {name!r}.")
+    if preset is not None:
+        raise ConfigError("--preset cannot be combined with --resume: the run's config.yaml is reused.")
+    base = load_yaml_file(ctx.config_path)
+    validate(spec.config, base, f"{ctx.config_path}")
+    cfg = build_config(spec.config, None, files, overrides, base=base)
+    ctx.seed = cfg.seed
+    return spec, cfg, ctx
+
+
+def finish(ctx: RunContext, spec: PipelineSpec, summary: dict[str, Any], started: float, status: str) -> dict[str, Any]:
+    meta = {"pipeline": spec.name, "run_id": ctx.run_id, "status": status, "wall_s": time.time() - started}
+    full = {**summary, **meta}
+    ctx.write_summary(full)
+    return full
+
+
+def run(
+    name: str,
+    *,
+    preset: str | None = None,
+    files: list[str] | tuple[str, ...] = (),
+    overrides: list[str] | tuple[str, ...] = (),
+    runs_dir: str | Path | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+    progress: bool = True,
+) -> RunResult:
+    spec, cfg, ctx = resolve(name, preset, files, overrides, resume)
+    connect(address)
+    if ctx is None:
+        ctx = RunContext.create(name, cfg, runs_dir)
+    else:
+        ctx.config_path.write_text(to_yaml(cfg))  # overrides given with --resume persist
+    started = time.time()
+    try:
+        with follow_run(ctx.run_dir, enabled=progress):
+            summary = execute(spec, cfg, ctx)
+    except BaseException as exc:
+        finish(ctx, spec, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}, started, "failed")
+        raise
+    return RunResult(ctx.run_dir, finish(ctx, spec, summary, started, "completed"))
+
