@@ -43,9 +43,21 @@ def _remote_options(resources: dict[str, float]) -> dict[str, Any]:
     return opts
 
 
+def run_and_record(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> dict[str, Any]:
+    """Run the pipeline here and write its summary.json (also when it fails)."""
+    started = time.time()
+    try:
+        summary = spec.fn(cfg, ctx)
+    except BaseException as exc:
+        failure = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        finish(ctx, spec, failure, started, "failed")
+        raise
+    return finish(ctx, spec, summary, started, "completed")
+
+
 def _run_in_worker(name: str, cfg_data: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     spec = get_pipeline(name)
-    return spec.fn(spec.config.model_validate(cfg_data), ctx)
+    return run_and_record(spec, spec.config.model_validate(cfg_data), ctx)
 
 
 def remote_run(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> Any:
@@ -59,15 +71,6 @@ def remote_run(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> Any:
     opts = _remote_options(resources_of(spec, cfg)) if spec.kind == "task" else {"num_cpus": 0}
     fn = ray.remote(max_retries=0)(_run_in_worker)
     return fn.options(**opts).remote(spec.name, cfg.model_dump(mode="json"), ctx)
-
-
-def execute(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> dict[str, Any]:
-    """Run in this process (job pipelines, Tune trials) or as one Ray task (task pipelines)."""
-    if spec.kind == "job" or ctx.reporter == "tune":
-        return spec.fn(cfg, ctx)
-    import ray
-
-    return ray.get(remote_run(spec, cfg, ctx))
 
 
 def resolve(
@@ -117,12 +120,11 @@ def run(
         ctx = RunContext.create(name, cfg, runs_dir)
     else:
         ctx.config_path.write_text(to_yaml(cfg))  # overrides given with --resume persist
-    started = time.time()
-    try:
-        with follow_run(ctx.run_dir, enabled=progress):
-            summary = execute(spec, cfg, ctx)
-    except BaseException as exc:
-        finish(ctx, spec, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}, started, "failed")
-        raise
-    return RunResult(ctx.run_dir, finish(ctx, spec, summary, started, "completed"))
+    with follow_run(ctx.run_dir, enabled=progress):
+        if spec.kind == "job":
+            summary = run_and_record(spec, cfg, ctx)
+        else:
+            import ray
 
+            summary = ray.get(remote_run(spec, cfg, ctx))
+    return RunResult(ctx.run_dir, summary)

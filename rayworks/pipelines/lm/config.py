@@ -77,6 +77,10 @@ class LMConfig(PipelineConfig):
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
 
+    def ray_resources(self) -> dict[str, float]:
+        """What one run reserves: its Ray Train workers."""
+        return {"CPU": self.train.num_workers * self.train.cpus_per_worker}
+
     @model_validator(mode="after")
     def _consistent(self) -> LMConfig:
         if self.train.batch_size % self.train.num_workers:

@@ -105,10 +105,30 @@ class Learner:
         return float(loss.detach())
 
     def optimizer_state(self) -> Any:
-        return self.optimizer.state_dict()
+        """The optimizer's state as a pickle-free tree.
+
+        ZeRO's state holds two objects: the loss scaler (kept as its plain fields) and the
+        parameter slice mappings (only needed for DeepSpeed's universal checkpoints, and
+        rebuilt at initialisation, so not stored).
+        """
+        state = self.optimizer.state_dict()
+        if self.deepspeed:
+            scaler = state.pop("loss_scaler", None)
+            state.pop("param_slice_mappings", None)
+            state["loss_scaler_fields"] = {
+                k: v for k, v in vars(scaler or object()).items() if isinstance(v, bool | int | float | str | None)
+            }
+        return state
 
     def load_optimizer_state(self, state: Any) -> None:
-        self.optimizer.load_state_dict(state)
+        if not self.deepspeed:
+            self.optimizer.load_state_dict(state)
+            return
+        scaler = self.optimizer.loss_scaler
+        vars(scaler).update(state.pop("loss_scaler_fields", {}))
+        state["loss_scaler"] = scaler
+        # ZeRO reads the entry of this rank; the saved fp32 partitions restore exactly.
+        self.optimizer.load_state_dict([state] * self.d.world, load_from_fp32_weights=True)
 
     def optimizer_file(self) -> str:
         """ZeRO partitions optimizer state per rank; DDP keeps one full copy (rank 0's)."""

@@ -1,0 +1,40 @@
+# rayworks: the two commands a fresh clone needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# DeepSpeed JIT-compiles a CPU comm op on first use (~1 min); keep it in a stable folder.
+export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.torch_extensions
+export TOKENIZERS_PARALLELISM := false
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: setup demo test lint format bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	# torch first, pinned: 2.13.0 is the CPU build on this disk; an unpinned torch pulls CUDA.
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	HF_HUB_OFFLINE=1 $(BIN)/rayworks demo
+
+lint: setup
+	$(BIN)/ruff check rayworks tests benchmarks
+	$(BIN)/ruff format --check rayworks tests benchmarks
+
+format: setup
+	$(BIN)/ruff check --fix rayworks tests benchmarks
+	$(BIN)/ruff format rayworks tests benchmarks
+
+test: setup lint
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/lm_train.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

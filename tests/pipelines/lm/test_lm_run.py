@@ -1,0 +1,99 @@
+"""End to end: `rayworks run lm` through the real CLI on the session's Ray head."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+SMOKE = ["--preset", "smoke", "--no-progress"]
+
+
+def _run_dir(root: Path) -> Path:
+    (found,) = sorted((root / "lm").iterdir())
+    return found
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
+    cli(["run", "lm", *SMOKE, "--set", "train.lr=3e-3"])
+    run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["pipeline"] == "lm"
+    losses = [r["loss"] for r in _metrics(run_dir) if "loss" in r]
+    assert losses[-1] < losses[0] - 0.3, losses
+    assert summary["val_loss"] < losses[0]
+    assert summary["rows_in"] == 400 + 64 and summary["rows_rejected"] == 0  # smoke: n_train + n_val
+    cfg = (run_dir / "config.yaml").read_text()
+    assert "lr: 0.003" in cfg
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    latest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    assert latest.name == "step_00000030"
+    for name in ("model.safetensors", "optimizer.safetensors", "rng_rank0.safetensors",
+                 "rng_rank1.safetensors", "trainer_state.json", "tokenizer.json", "config.json"):  # fmt: skip
+        assert (latest / name).is_file(), name
+    state = json.loads((latest / "trainer_state.json").read_text())
+    assert state["step"] == 30 and state["data"]["next_step"] == 30
+    assert load_file(str(latest / "optimizer.safetensors"))  # optimizer moments stored as tensors
+    assert (run_dir / "artifacts" / "model" / "model.safetensors").is_file()
+    samples = (run_dir / "artifacts" / "samples.jsonl").read_text().splitlines()
+    assert len(samples) == 16
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, tmp_path):
+    steps = ["--set", "train.max_steps=80", "--set", "train.checkpoint_every=10", "--set", "train.keep_checkpoints=0"]
+    # An uninterrupted reference run with the same config, in another runs dir.
+    ref_env = dict(cli_env, RAYWORKS_RUNS_DIR=str(tmp_path / "ref"))
+    cli(["run", "lm", *SMOKE, *steps], env=ref_env)
+    reference = json.loads((_run_dir(tmp_path / "ref") / "summary.json").read_text())
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rayworks", "run", "lm", *SMOKE, *steps],
+        env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    root = Path(cli_env["RAYWORKS_RUNS_DIR"]) / "lm"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(root.glob("*/checkpoints/step_00000020")):
+        assert proc.poll() is None, "run ended before it could be killed"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
+    killed_at = int(sorted((run_dir / "checkpoints").glob("step_*"))[-1].name.split("_")[1])
+    assert 20 <= killed_at < 80, "the run must be killed part-way"
+    assert not (run_dir / "summary.json").exists()
+
+    cli(["run", "lm", "--resume", str(run_dir), "--no-progress"])
+    records = _metrics(run_dir)
+    steps_logged = [r["step"] for r in records if "loss" in r]
+    assert steps_logged == sorted(set(steps_logged)), "no step is logged twice after resume"
+    assert steps_logged[-1] == 80
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    # Same data order, restored optimizer and RNG: the result matches the uninterrupted run.
+    assert summary["val_loss"] == pytest.approx(reference["val_loss"], abs=0.02)
+    assert summary["train_loss"] == pytest.approx(reference["train_loss"], abs=0.02)
+
+
+@pytest.mark.slow
+def test_deepspeed_zero2_on_two_cpu_workers(cli, cli_env):
+    cli(["run", "lm", *SMOKE, "--set", "train.strategy=deepspeed", "--set", "train.zero_stage=2"], timeout=900)
+    run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    losses = [r["loss"] for r in _metrics(run_dir) if "loss" in r]
+    assert summary["status"] == "completed" and losses[-1] < losses[0] - 0.3
+    latest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    # ZeRO partitions the optimizer: one shard per rank, each without pickle.
+    assert (latest / "optimizer_rank0.safetensors").is_file()
+    assert (latest / "optimizer_rank1.safetensors").is_file()
