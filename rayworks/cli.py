@@ -23,16 +23,31 @@ err_console = Console(stderr=True)
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="named preset of the pipeline's config (e.g. smoke, small)")
-    p.add_argument("--config", "-c", action="append", default=[], metavar="FILE", help="YAML config file(s)")
-    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE", help="override a config key")
+    p.add_argument(
+        "--config", "-c", action="append", default=[], metavar="FILE", help="YAML config file(s)"
+    )
+    p.add_argument(
+        "--set",
+        "-s",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="override a config key",
+    )
 
 
 def _add_address(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--address", help="Ray cluster to join ('auto', HOST:PORT); default: RAY_ADDRESS or embedded local Ray")
+    p.add_argument(
+        "--address",
+        help="Ray cluster to join ('auto', HOST:PORT); default: RAY_ADDRESS or embedded local Ray",
+    )
 
 
 def _add_runs_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs-dir", help="root of run directories (default: RAYWORKS_RUNS_DIR or ./runs)")
+    p.add_argument(
+        "--runs-dir", help="root of run directories (default: RAYWORKS_RUNS_DIR or ./runs)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     _add_address(p)
     _add_runs_dir(p)
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+    p.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
+    )
     p.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
 
     p = sub.add_parser("sweep", help="Ray Tune search over a pipeline's config")
@@ -54,19 +71,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     _add_address(p)
     _add_runs_dir(p)
-    p.add_argument("--param", action="append", default=[], metavar="KEY=DIST:ARGS", help="e.g. train.lr=loguniform:1e-4:1e-2")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=DIST:ARGS",
+        help="e.g. train.lr=loguniform:1e-4:1e-2",
+    )
     p.add_argument("--samples", type=int, default=4, help="trials to sample")
     p.add_argument("--metric", help="metric to optimise (default: the pipeline's headline)")
     p.add_argument("--mode", choices=["min", "max"], help="default: the headline's mode")
     p.add_argument("--scheduler", choices=["fifo", "asha"], default="fifo")
-    p.add_argument("--max-concurrent", type=int, default=0, help="trials at once (0 = as resources allow)")
+    p.add_argument(
+        "--max-concurrent", type=int, default=0, help="trials at once (0 = as resources allow)"
+    )
 
     p = sub.add_parser("serve", help="serve a model behind OpenAI-compatible HTTP (Ray Serve)")
     p.add_argument("target", choices=["model"], help="what to serve")
     p.add_argument("--checkpoint", required=True, help="run dir, checkpoint dir or HF model dir")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", default=os.environ.get("RAYWORKS_API_KEY"), help="require this bearer token")
+    p.add_argument(
+        "--api-key", default=os.environ.get("RAYWORKS_API_KEY"), help="require this bearer token"
+    )
     p.add_argument("--max-ongoing-requests", type=int, default=4)
     p.add_argument("--max-queued-requests", type=int, default=8)
     p.add_argument("--replicas", type=int, default=1)
@@ -75,10 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("submit", help="submit `rayworks run PIPELINE ARGS` to a cluster (Ray Jobs)")
     p.add_argument("pipeline")
-    p.add_argument("--address", help="dashboard URL (default: RAY_API_SERVER_ADDRESS or http://127.0.0.1:8265)")
+    p.add_argument(
+        "--address", help="dashboard URL (default: RAY_API_SERVER_ADDRESS or http://127.0.0.1:8265)"
+    )
     p.add_argument("--follow", action="store_true", help="stream the job's logs until it ends")
     p.add_argument("--working-dir", help="upload this folder as the job's working_dir")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for the job")
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the job",
+    )
     p.add_argument("run_args", nargs="*", help="after --: arguments of `rayworks run`")
 
     p = sub.add_parser("jobs", help="list submitted jobs and their status")
@@ -93,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pipeline")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--preset", default="smoke")
-    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    p.add_argument(
+        "--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE"
+    )
     _add_address(p)
     _add_runs_dir(p)
 
@@ -101,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("evaluation")
     p.add_argument("--checkpoint", help="run dir, checkpoint dir or model dir")
     p.add_argument("--predictions", help="predictions file (jsonl)")
-    p.add_argument("--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    p.add_argument(
+        "--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE"
+    )
     p.add_argument("--out", help="write the metrics as JSON here")
 
     p = sub.add_parser("demo", help="bench every pipeline with its smoke preset and write a report")
@@ -209,7 +248,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise RayworksError(f"bad --env {item!r}: expected KEY=VALUE.")
         env[key] = value
-    job_id = jobs.submit(args.pipeline, run_args, address=args.address, working_dir=args.working_dir, env_vars=env or None)
+    job_id = jobs.submit(
+        args.pipeline,
+        run_args,
+        address=args.address,
+        working_dir=args.working_dir,
+        env_vars=env or None,
+    )
     console.print(f"submitted job [bold]{job_id}[/] to {jobs.dashboard_address(args.address)}")
     if args.follow:
         status = jobs.follow(job_id, address=args.address)
@@ -255,7 +300,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rayworks.evals.run import run_evaluation
 
-    metrics = run_evaluation(args.evaluation, args.checkpoint, args.predictions, args.overrides, args.out)
+    metrics = run_evaluation(
+        args.evaluation, args.checkpoint, args.predictions, args.overrides, args.out
+    )
     _print_summary(metrics, args.evaluation)
     return 0
 
@@ -263,7 +310,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from rayworks.platform import bench
 
-    out = bench.demo(runs_dir=args.runs_dir, address=args.address, seeds=args.seeds, only=args.only, console=console)
+    out = bench.demo(
+        runs_dir=args.runs_dir,
+        address=args.address,
+        seeds=args.seeds,
+        only=args.only,
+        console=console,
+    )
     console.print(f"demo report: {out}")
     return 0
 

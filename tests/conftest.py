@@ -64,7 +64,9 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
         f"--temp-dir={temp}", "--disable-usage-stats", "--include-dashboard=true",
     ]  # fmt: skip
     log = (tmp_path_factory.mktemp("ray-head") / "head.log").open("w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     dashboard = f"http://127.0.0.1:{dash_port}"
     try:
         _wait_http(f"{dashboard}/api/version", {"Authorization": f"Bearer {token}"}, 90)

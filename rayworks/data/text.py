@@ -94,12 +94,18 @@ def _parse_json_lines(lines: list[str], text_field: str, corpus: TextCorpus, sou
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            corpus.rejects.append({"source": source, "line": str(number), "reason": f"invalid JSON: {exc.msg}"})
+            corpus.rejects.append(
+                {"source": source, "line": str(number), "reason": f"invalid JSON: {exc.msg}"}
+            )
             continue
         value = row.get(text_field) if isinstance(row, dict) else None
         if not isinstance(value, str):
             corpus.rejects.append(
-                {"source": source, "line": str(number), "reason": f"missing string field {text_field!r}"}
+                {
+                    "source": source,
+                    "line": str(number),
+                    "reason": f"missing string field {text_field!r}",
+                }
             )
             continue
         corpus.texts.append(value)

@@ -18,9 +18,9 @@ from pydantic import Field
 from rayworks.data.tasks import Example, get_task
 from rayworks.errors import RayworksError
 from rayworks.models import load_causal_lm, load_tokenizer, resolve_model_dir
+from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 from rayworks.platform.config import Config
 from rayworks.platform.registry import evaluation
-from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 
 
 class LMEvalConfig(Config):
@@ -40,7 +40,9 @@ def evaluate_lm(cfg: LMEvalConfig) -> dict[str, float]:
     task = get_task(cfg.task)
     model, tokenizer = load_causal_lm(model_dir).eval(), load_tokenizer(model_dir)
     val = task.examples(cfg.n_val, "val", cfg.seed)
-    enc = tokenizer([e.text + tokenizer.eos_token for e in val], add_special_tokens=False)["input_ids"]
+    enc = tokenizer([e.text + tokenizer.eos_token for e in val], add_special_tokens=False)[
+        "input_ids"
+    ]
     width = min(max(len(x) for x in enc), model.config.max_position_embeddings)
     ids = torch.full((len(enc), width), tokenizer.pad_token_id, dtype=torch.long)
     labels = torch.full_like(ids, -100)
@@ -52,7 +54,9 @@ def evaluate_lm(cfg: LMEvalConfig) -> dict[str, float]:
     metrics = {"val_loss": total / max(1, count), "model_dir": str(model_dir)}
     metrics["val_ppl"] = perplexity(metrics["val_loss"])
     if cfg.n_test:
-        em, _ = exact_match(model, tokenizer, task, task.examples(cfg.n_test, "test", cfg.seed), cfg.max_new_tokens)
+        em, _ = exact_match(
+            model, tokenizer, task, task.examples(cfg.n_test, "test", cfg.seed), cfg.max_new_tokens
+        )
         metrics.update(em)
     return metrics
 
@@ -60,13 +64,17 @@ def evaluate_lm(cfg: LMEvalConfig) -> dict[str, float]:
 class TaskAccuracyConfig(Config):
     predictions: str = Field(description="jsonl file: one {prompt, completion} object per line")
     task: str = Field("arithmetic", description="task whose verifier scores the completions")
-    rejects: str | None = Field(None, description="where to write malformed rows (default: beside the file)")
+    rejects: str | None = Field(
+        None, description="where to write malformed rows (default: beside the file)"
+    )
 
 
 def _answer_for(task_name: str, prompt: str) -> str:
     """The exact answer of an arithmetic-style prompt, recomputed from the prompt itself."""
     if task_name != "arithmetic":
-        raise RayworksError(f"task_accuracy can recompute answers for 'arithmetic' only, not {task_name!r}.")
+        raise RayworksError(
+            f"task_accuracy can recompute answers for 'arithmetic' only, not {task_name!r}."
+        )
     expr = prompt.strip().removeprefix("Q:").strip().rstrip("=").strip()
     for op in "+-":
         left, sep, right = expr.partition(op)
@@ -92,7 +100,9 @@ def task_accuracy(cfg: TaskAccuracyConfig) -> dict[str, float]:
             prompt, completion = row["prompt"], row["completion"]
             answer = str(row["answer"]) if "answer" in row else _answer_for(cfg.task, prompt)
         except (ValueError, KeyError, TypeError) as exc:
-            rejects.append({"line": number, "reason": f"{type(exc).__name__}: {exc}", "text": line[:200]})
+            rejects.append(
+                {"line": number, "reason": f"{type(exc).__name__}: {exc}", "text": line[:200]}
+            )
             continue
         scores.append(task.verify(Example(prompt, "", answer, 0), str(completion)))
     rejects_path = Path(cfg.rejects) if cfg.rejects else path.with_suffix(".rejects.jsonl")

@@ -36,7 +36,7 @@ class DecoderSpec(Config):
 def llama_config(spec: DecoderSpec, vocab_size: int, bos: int, eos: int, pad: int) -> LlamaConfig:
     if spec.d_model % spec.n_head:
         raise ValueError(f"d_model={spec.d_model} is not divisible by n_head={spec.n_head}")
-    intermediate = int(round(spec.d_model * spec.ffn_mult / 8)) * 8
+    intermediate = round(spec.d_model * spec.ffn_mult / 8) * 8
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=spec.d_model,

@@ -83,7 +83,9 @@ def bench(
     for arm, role in arms:
         spec = get_pipeline(arm)
         for seed in range(seeds):
-            plan.append((spec, role, build_config(spec.config, preset, (), [*overrides, f"seed={seed}"])))
+            plan.append(
+                (spec, role, build_config(spec.config, preset, (), [*overrides, f"seed={seed}"]))
+            )
 
     import ray
 
@@ -105,7 +107,9 @@ def bench(
                 summary = ray.get(done[0])
                 values[arm].append(float(summary.get(key, float("nan"))))
             except Exception as exc:  # a failed run is reported in the table, not hidden
-                failures.append(f"{arm} seed {seed}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                failures.append(
+                    f"{arm} seed {seed}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                )
             progress.advance(task)
     data = summarize(name, key, mode, arms, values, command or f"rayworks bench {name}", failures)
     markdown = write_outputs(out_dir, data)
@@ -119,7 +123,9 @@ def summarize(
     rows = []
     for arm, role in arms:
         mean, ci = mean_ci(values[arm])
-        rows.append({"name": arm, "role": role, "values": values[arm], "mean": mean, "ci95": list(ci)})
+        rows.append(
+            {"name": arm, "role": role, "values": values[arm], "mean": mean, "ci95": list(ci)}
+        )
     base = next((r for r in rows if r["role"] == "baseline"), None)
     ratio = rows[0]["mean"] / base["mean"] if base and base["mean"] not in (0, None) else None
     return {"pipeline": name, "headline": [key, mode], "command": command, "arms": rows,
@@ -138,8 +144,12 @@ def to_markdown(data: dict[str, Any]) -> str:
     base_means = {r["name"]: r["mean"] for r in data["arms"] if r["role"] == "baseline"}
     method = data["arms"][0]["mean"]
     for row in data["arms"]:
-        ratio = "-" if row["role"] == "baseline" else ", ".join(
-            f"{_fmt(method / m) if m else 'nan'} vs {b}" for b, m in base_means.items()
+        ratio = (
+            "-"
+            if row["role"] == "baseline"
+            else ", ".join(
+                f"{_fmt(method / m) if m else 'nan'} vs {b}" for b, m in base_means.items()
+            )
         )
         lo, hi = row["ci95"]
         lines.append(
@@ -198,4 +208,6 @@ def demo(
                        command=f"rayworks bench {name} --seeds {seeds} --preset smoke", console=console)  # fmt: skip
         (console or Console()).print(result.markdown)
         paths += [result.out_dir, result.out_dir / "runs"]
-    return render_report(paths, out=root / "report.html", title="rayworks demo: methods vs baselines")
+    return render_report(
+        paths, out=root / "report.html", title="rayworks demo: methods vs baselines"
+    )

@@ -130,9 +130,7 @@ def format_validation_error(cls: type[BaseModel], err: ValidationError, origin: 
             parts.append(f"unknown key {key!r}; allowed keys here: {allowed}")
         else:
             value = item.get("input")
-            parts.append(
-                f"{key}={value!r} is invalid: {item['msg']}{_describe(cls, loc)}"
-            )
+            parts.append(f"{key}={value!r} is invalid: {item['msg']}{_describe(cls, loc)}")
     return f"invalid {cls.__name__} ({origin}): " + "; ".join(parts) + "."
 
 

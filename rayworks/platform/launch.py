@@ -86,9 +86,13 @@ def resolve(
         return spec, build_config(spec.config, preset, files, overrides), None
     ctx = RunContext.open(resume)
     if ctx.pipeline != name:
-        raise ConfigError(f"--resume {str(resume)!r} is a run of {ctx.pipeline!r}, not of {name!r}.")
+        raise ConfigError(
+            f"--resume {str(resume)!r} is a run of {ctx.pipeline!r}, not of {name!r}."
+        )
     if preset is not None:
-        raise ConfigError("--preset cannot be combined with --resume: the run's config.yaml is reused.")
+        raise ConfigError(
+            "--preset cannot be combined with --resume: the run's config.yaml is reused."
+        )
     base = load_yaml_file(ctx.config_path)
     validate(spec.config, base, f"{ctx.config_path}")
     cfg = build_config(spec.config, None, files, overrides, base=base)
@@ -96,8 +100,15 @@ def resolve(
     return spec, cfg, ctx
 
 
-def finish(ctx: RunContext, spec: PipelineSpec, summary: dict[str, Any], started: float, status: str) -> dict[str, Any]:
-    meta = {"pipeline": spec.name, "run_id": ctx.run_id, "status": status, "wall_s": time.time() - started}
+def finish(
+    ctx: RunContext, spec: PipelineSpec, summary: dict[str, Any], started: float, status: str
+) -> dict[str, Any]:
+    meta = {
+        "pipeline": spec.name,
+        "run_id": ctx.run_id,
+        "status": status,
+        "wall_s": time.time() - started,
+    }
     full = {**summary, **meta}
     ctx.write_summary(full)
     return full

@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 SHOWN = ("loss", "val_loss", "tokens_per_s", "reward", "accuracy")
 
@@ -36,7 +43,9 @@ class _Follower(threading.Thread):
         if prog.is_file():
             try:
                 info = json.loads(prog.read_text())
-                self.progress.update(self.task_id, total=info["total"], description=info["description"])
+                self.progress.update(
+                    self.task_id, total=info["total"], description=info["description"]
+                )
             except (ValueError, KeyError):
                 pass  # being written right now; read it on the next poll
         path = self.run_dir / "metrics.jsonl"
@@ -52,7 +61,9 @@ class _Follower(threading.Thread):
                 record = json.loads(line)
             except ValueError:
                 continue
-            self.latest.update({k: v for k, v in record.items() if k in SHOWN and isinstance(v, int | float)})
+            self.latest.update(
+                {k: v for k, v in record.items() if k in SHOWN and isinstance(v, int | float)}
+            )
             self.progress.update(self.task_id, completed=record.get("step", 0))
         stats = "  ".join(_fmt(k, self.latest[k]) for k in SHOWN if k in self.latest)
         self.progress.update(self.task_id, stats=stats)
@@ -64,7 +75,9 @@ class _Follower(threading.Thread):
 
 
 @contextmanager
-def follow_run(run_dir: Path, enabled: bool = True, console: Console | None = None) -> Iterator[None]:
+def follow_run(
+    run_dir: Path, enabled: bool = True, console: Console | None = None
+) -> Iterator[None]:
     if not enabled:
         yield
         return

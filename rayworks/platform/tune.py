@@ -71,7 +71,9 @@ def parse_param(text: str) -> ParamSpec:
     try:
         lo, hi = (int(b) if dist == "randint" else float(b) for b in bounds)
     except ValueError:
-        raise ConfigError(f"bad --param {text!r}: {dist} needs two numeric bounds LOW:HIGH.") from None
+        raise ConfigError(
+            f"bad --param {text!r}: {dist} needs two numeric bounds LOW:HIGH."
+        ) from None
     if lo >= hi or (dist == "loguniform" and lo <= 0):
         raise ConfigError(f"bad --param {text!r}: need LOW < HIGH (and LOW > 0 for loguniform).")
     return ParamSpec(key, dist, (lo, hi))
@@ -80,7 +82,9 @@ def parse_param(text: str) -> ParamSpec:
 def check_params(cls: type[PipelineConfig], base: dict[str, Any], params: list[ParamSpec]) -> None:
     for param in params:
         for value in param.examples():
-            validate(cls, deep_merge(base, nest(param.key, value)), f"--param {param.key}={value!r}")
+            validate(
+                cls, deep_merge(base, nest(param.key, value)), f"--param {param.key}={value!r}"
+            )
 
 
 def _trial(config: dict[str, Any], name: str, base: dict[str, Any], trials_dir: str) -> None:
@@ -135,12 +139,20 @@ def sweep(
         tune.with_parameters(_trial, name=name, base=base, trials_dir=str(sweep_dir / "trials")),
         {"cpu": trial_cpus},
     )
-    sched = ASHAScheduler(grace_period=1, reduction_factor=2) if scheduler == "asha" else FIFOScheduler()
+    sched = (
+        ASHAScheduler(grace_period=1, reduction_factor=2)
+        if scheduler == "asha"
+        else FIFOScheduler()
+    )
     tuner = tune.Tuner(
         trainable,
         param_space={p.key: p.domain() for p in parsed},
         tune_config=tune.TuneConfig(
-            metric=metric, mode=mode, num_samples=samples, scheduler=sched, max_concurrent_trials=concurrent
+            metric=metric,
+            mode=mode,
+            num_samples=samples,
+            scheduler=sched,
+            max_concurrent_trials=concurrent,
         ),
         run_config=tune.RunConfig(name="tune", storage_path=str(sweep_dir), verbose=1),
     )
@@ -174,7 +186,9 @@ def write_tables(sweep_dir: Path, rows: list[dict[str, Any]], metric: str, mode:
     if not rows:
         return
     cols = list(rows[0])
-    ordered = sorted(rows, key=lambda r: (r[metric] is None, (r[metric] or 0) * (1 if mode == "min" else -1)))
+    ordered = sorted(
+        rows, key=lambda r: (r[metric] is None, (r[metric] or 0) * (1 if mode == "min" else -1))
+    )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in ordered]
     (sweep_dir / "trials.md").write_text("\n".join(lines) + "\n")

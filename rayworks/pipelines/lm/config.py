@@ -1,6 +1,6 @@
 """Config of the `lm` pipeline (and its plain-PyTorch baseline `lm_plain`).
 
-    rayworks run lm --preset smoke --set train.lr=3e-3
+rayworks run lm --preset smoke --set train.lr=3e-3
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from rayworks.platform.config import Config, PipelineConfig
 class DataConfig(Config):
     source: Literal["task", "files"] = Field("task", description="synthetic task or local files")
     task: str = Field("arithmetic", description="task name when source=task")
-    files: list[str] = Field(default_factory=list, description="local .txt/.jsonl/.parquet files or folders")
+    files: list[str] = Field(
+        default_factory=list, description="local .txt/.jsonl/.parquet files or folders"
+    )
     text_field: str = Field("text", description="field holding the text in jsonl/parquet rows")
     n_train: int = Field(20000, ge=1, description="task examples for training")
     n_val: int = Field(500, ge=1, description="task examples for validation loss")
@@ -27,7 +29,9 @@ class DataConfig(Config):
 
 
 class TrainConfig(Config):
-    strategy: Literal["ddp", "deepspeed"] = Field("ddp", description="DDP over gloo, or DeepSpeed ZeRO")
+    strategy: Literal["ddp", "deepspeed"] = Field(
+        "ddp", description="DDP over gloo, or DeepSpeed ZeRO"
+    )
     zero_stage: Literal[1, 2] = Field(2, description="DeepSpeed ZeRO stage")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (processes)")
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each worker reserves")
@@ -44,7 +48,9 @@ class TrainConfig(Config):
     eval_every: int = Field(200, ge=1, description="steps between validation passes")
     checkpoint_every: int = Field(200, ge=1, description="steps between checkpoints")
     keep_checkpoints: int = Field(2, ge=0, description="newest checkpoints kept (0 = all)")
-    max_failures: int = Field(1, ge=0, description="worker failures Ray Train retries from a checkpoint")
+    max_failures: int = Field(
+        1, ge=0, description="worker failures Ray Train retries from a checkpoint"
+    )
 
 
 class EvalConfig(Config):

@@ -41,7 +41,9 @@ def _pack(docs: list[list[int]], seq_len: int, eos: int) -> torch.Tensor:
     return torch.tensor(stream[: n_rows * seq_len], dtype=torch.long).view(n_rows, seq_len)
 
 
-def _pad(docs: list[list[int]], seq_len: int, eos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad(
+    docs: list[list[int]], seq_len: int, eos: int, pad: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.full((len(docs), seq_len), pad, dtype=torch.long)
     labels = torch.full((len(docs), seq_len), IGNORE, dtype=torch.long)
     for i, doc in enumerate(docs):
@@ -59,7 +61,9 @@ def _rows(texts: list[str], tokenizer: Any, cfg: LMConfig) -> tuple[torch.Tensor
     return _pad(docs, cfg.data.seq_len, tokenizer.eos_token_id, tokenizer.pad_token_id)
 
 
-def load_corpus(cfg: LMConfig) -> tuple[list[str], list[str], list[Example], list[dict[str, str]], int]:
+def load_corpus(
+    cfg: LMConfig,
+) -> tuple[list[str], list[str], list[Example], list[dict[str, str]], int]:
     """(train texts, val texts, test examples, rejects, rows read) for the configured source."""
     if cfg.data.source == "task":
         task = get_task(cfg.data.task)
@@ -103,4 +107,9 @@ def batch_rows(n_rows: int, batch_size: int, seed: int, step: int) -> torch.Tens
 
 def data_state(n_rows: int, batch_size: int, seed: int, step: int) -> dict[str, int]:
     per_epoch = max(1, n_rows // batch_size)
-    return {"seed": seed, "epoch": step // per_epoch, "index_in_epoch": step % per_epoch, "next_step": step}
+    return {
+        "seed": seed,
+        "epoch": step // per_epoch,
+        "index_in_epoch": step % per_epoch,
+        "next_step": step,
+    }

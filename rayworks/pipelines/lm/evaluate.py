@@ -15,7 +15,9 @@ from rayworks.data.tasks import Example, Task
 
 
 @torch.no_grad()
-def loss_sum(model: Any, ids: torch.Tensor, labels: torch.Tensor, batch_size: int) -> tuple[float, int]:
+def loss_sum(
+    model: Any, ids: torch.Tensor, labels: torch.Tensor, batch_size: int
+) -> tuple[float, int]:
     """(summed next-token NLL, number of predicted tokens) over rows of `ids`."""
     total, count = 0.0, 0
     for start in range(0, len(ids), batch_size):
@@ -23,7 +25,10 @@ def loss_sum(model: Any, ids: torch.Tensor, labels: torch.Tensor, batch_size: in
         logits = model(input_ids=x).logits[:, :-1]  # (B, T-1, V)
         target = y[:, 1:]
         nll = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1), ignore_index=-100, reduction="sum"
+            logits.reshape(-1, logits.size(-1)).float(),
+            target.reshape(-1),
+            ignore_index=-100,
+            reduction="sum",
         )
         total += float(nll)
         count += int((target != -100).sum())
@@ -35,12 +40,19 @@ def perplexity(loss: float) -> float:
 
 
 @torch.no_grad()
-def generate(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int, batch_size: int = 32) -> list[str]:
+def generate(
+    model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int, batch_size: int = 32
+) -> list[str]:
     """Greedy completions of `prompts` (left-padded batches, stop at EOS)."""
     tokenizer.padding_side = "left"
     outs: list[str] = []
     for start in range(0, len(prompts), batch_size):
-        enc = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tokenizer(
+            prompts[start : start + batch_size],
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=False,
+        )
         limit = model.config.max_position_embeddings - enc["input_ids"].shape[1]
         gen = model.generate(
             **enc,
@@ -67,7 +79,9 @@ def exact_match(
     for ex, completion in zip(examples, completions, strict=True):
         score = task.verify(ex, completion)
         by_level[ex.difficulty].append(score)
-        samples.append({"prompt": ex.prompt, "completion": completion, "answer": ex.answer, "score": score})
+        samples.append(
+            {"prompt": ex.prompt, "completion": completion, "answer": ex.answer, "score": score}
+        )
     scores = [s["score"] for s in samples]
     metrics = {"exact_match": sum(scores) / max(1, len(scores))}
     for level, vals in sorted(by_level.items()):

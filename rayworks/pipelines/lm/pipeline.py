@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 from rayworks.models import load_tokenizer
-from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, prepare
 from rayworks.pipelines.lm.train_loop import train_loop
+from rayworks.platform.context import RunContext
+from rayworks.platform.registry import pipeline
 
 
 def prepare_run(cfg: LMConfig, ctx: RunContext) -> tuple[Any, LMData]:

@@ -14,12 +14,12 @@ import torch
 
 from rayworks.data.tasks import get_task
 from rayworks.models import build_decoder
-from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import batch_rows, prepare
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 from rayworks.pipelines.lm.train_loop import lr_at
+from rayworks.platform.context import RunContext
+from rayworks.platform.registry import pipeline
 
 
 def plain_threads(cfg: LMConfig) -> int:
@@ -42,9 +42,15 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
     ctx.progress(cfg.train.max_steps, "lm_plain")
     ctx.seed_everything()
     model = build_decoder(
-        cfg.model, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+        cfg.model,
+        len(tokenizer),
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
     )
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
+    )
     t, seq_len = cfg.train, data.train_ids.shape[1]
     window, tokens, started, last = [], 0, time.perf_counter(), {}
     for step in range(t.max_steps):
@@ -61,7 +67,11 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
         tokens += len(rows) * seq_len
         if (step + 1) % t.log_every == 0 or step + 1 == t.max_steps:
             elapsed = time.perf_counter() - started
-            last = {"loss": sum(window) / len(window), "lr": lr_at(step, cfg), "tokens_per_s": tokens / elapsed}
+            last = {
+                "loss": sum(window) / len(window),
+                "lr": lr_at(step, cfg),
+                "tokens_per_s": tokens / elapsed,
+            }
             ctx.log(step + 1, **last)
             window, tokens, started = [], 0, time.perf_counter()
     model.eval()
@@ -69,10 +79,17 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
     final = {"val_loss": total / max(1, count)}
     final["val_ppl"] = perplexity(final["val_loss"])
     if cfg.eval.exact_match and data.test:
-        em, samples = exact_match(model, tokenizer, get_task(cfg.data.task), data.test, cfg.eval.max_new_tokens)
+        em, samples = exact_match(
+            model, tokenizer, get_task(cfg.data.task), data.test, cfg.eval.max_new_tokens
+        )
         final.update(em)
         with (ctx.artifacts_dir / "samples.jsonl").open("w") as fh:
             fh.writelines(json.dumps(s) + "\n" for s in samples)
-    final.update({"train_loss": last.get("loss", float("nan")), "tokens_per_s": last.get("tokens_per_s", float("nan"))})
+    final.update(
+        {
+            "train_loss": last.get("loss", float("nan")),
+            "tokens_per_s": last.get("tokens_per_s", float("nan")),
+        }
+    )
     ctx.log(t.max_steps, **final)
     return final

@@ -21,11 +21,11 @@ import torch.distributed as dist
 
 from rayworks.data.tasks import get_task
 from rayworks.models import build_decoder, load_causal_lm, load_tokenizer
-from rayworks.platform import checkpoint as ckpt
-from rayworks.platform.context import RunContext
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, batch_rows, data_state
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
+from rayworks.platform import checkpoint as ckpt
+from rayworks.platform.context import RunContext
 
 
 def lr_at(step: int, cfg: LMConfig) -> float:
@@ -72,7 +72,11 @@ class Learner:
                 "gradient_clipping": cfg.train.grad_clip,
                 "optimizer": {
                     "type": "AdamW",
-                    "params": {"lr": cfg.train.lr, "weight_decay": cfg.train.weight_decay, "torch_adam": True},
+                    "params": {
+                        "lr": cfg.train.lr,
+                        "weight_decay": cfg.train.weight_decay,
+                        "torch_adam": True,
+                    },
                 },
                 "zero_optimization": {"stage": cfg.train.zero_stage},
             }
@@ -116,7 +120,9 @@ class Learner:
             scaler = state.pop("loss_scaler", None)
             state.pop("param_slice_mappings", None)
             state["loss_scaler_fields"] = {
-                k: v for k, v in vars(scaler or object()).items() if isinstance(v, bool | int | float | str | None)
+                k: v
+                for k, v in vars(scaler or object()).items()
+                if isinstance(v, bool | int | float | str | None)
             }
         return state
 
@@ -135,7 +141,9 @@ class Learner:
         return f"optimizer_rank{self.d.rank}" if self.deepspeed else "optimizer"
 
 
-def save_checkpoint(ctx: RunContext, learner: Learner, tokenizer: Any, step: int, extra: dict) -> None:
+def save_checkpoint(
+    ctx: RunContext, learner: Learner, tokenizer: Any, step: int, extra: dict
+) -> None:
     """Collective: every rank writes its RNG (and ZeRO optimizer shard) into one folder."""
     d, final = learner.d, ctx.checkpoint_dir(step)
     tmp = final.with_name(f".tmp-{final.name}")
@@ -144,7 +152,12 @@ def save_checkpoint(ctx: RunContext, learner: Learner, tokenizer: Any, step: int
         tmp.mkdir(parents=True)
         learner.module.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        state = {"step": step, "data": extra["data"], "world_size": d.world, "metrics": extra["metrics"]}
+        state = {
+            "step": step,
+            "data": extra["data"],
+            "world_size": d.world,
+            "metrics": extra["metrics"],
+        }
         (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
     d.barrier()
     ckpt.save_tree(tmp, f"rng_rank{d.rank}", ckpt.rng_state())
@@ -174,9 +187,15 @@ def restore(latest: Any, learner: Learner, d: Dist) -> tuple[int, dict[str, floa
 
 
 @torch.no_grad()
-def validation(learner: Learner, data: LMData, cfg: LMConfig, d: Dist, full: bool = False) -> dict[str, float]:
+def validation(
+    learner: Learner, data: LMData, cfg: LMConfig, d: Dist, full: bool = False
+) -> dict[str, float]:
     per_rank = max(1, cfg.train.batch_size // d.world)
-    rows = len(data.val_ids) if full else min(len(data.val_ids), cfg.eval.val_batches * per_rank * d.world)
+    rows = (
+        len(data.val_ids)
+        if full
+        else min(len(data.val_ids), cfg.eval.val_batches * per_rank * d.world)
+    )
     mine = torch.arange(d.rank, rows, d.world)
     learner.module.eval()
     total, count = loss_sum(learner.module, data.val_ids[mine], data.val_labels[mine], per_rank)
@@ -191,7 +210,9 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
     import ray
 
     cfg = LMConfig.model_validate(config["cfg"])
-    data: LMData = ray.get(config["data"]) if isinstance(config["data"], ray.ObjectRef) else config["data"]
+    data: LMData = (
+        ray.get(config["data"]) if isinstance(config["data"], ray.ObjectRef) else config["data"]
+    )
     d = Dist()
     ctx: RunContext = config["ctx"].worker(config.get("reporter", "none"), d.rank)
     torch.set_num_threads(cfg.train.threads_per_worker)
@@ -203,7 +224,11 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
         model = load_causal_lm(latest)
     else:
         model = build_decoder(
-            cfg.model, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+            cfg.model,
+            len(tokenizer),
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+            tokenizer.pad_token_id,
         )
     learner = Learner(cfg, model, d)
     start, last = restore(latest, learner, d) if latest is not None else (0, {})
@@ -223,7 +248,11 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
         if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
             elapsed = time.perf_counter() - window_start
             mean_loss, tokens = d.total(window_loss / window_steps / d.world, window_tokens)
-            last = {"loss": mean_loss, "lr": lr_at(step, cfg), "tokens_per_s": tokens / max(elapsed, 1e-9)}
+            last = {
+                "loss": mean_loss,
+                "lr": lr_at(step, cfg),
+                "tokens_per_s": tokens / max(elapsed, 1e-9),
+            }
             ctx.log(done, **last)
             window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
         if done % cfg.train.eval_every == 0 and done < cfg.train.max_steps:
@@ -236,7 +265,13 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
     if cfg.eval.exact_match and data.test:
         em = {}
         if d.rank == 0:
-            em, samples = exact_match(learner.module, tokenizer, get_task(cfg.data.task), data.test, cfg.eval.max_new_tokens)
+            em, samples = exact_match(
+                learner.module,
+                tokenizer,
+                get_task(cfg.data.task),
+                data.test,
+                cfg.eval.max_new_tokens,
+            )
             with (ctx.artifacts_dir / "samples.jsonl").open("w") as fh:
                 fh.writelines(json.dumps(s) + "\n" for s in samples)
         final["exact_match"] = d.total(em.get("exact_match", 0.0))[0]

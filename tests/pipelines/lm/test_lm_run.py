@@ -34,7 +34,9 @@ def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
     losses = [r["loss"] for r in _metrics(run_dir) if "loss" in r]
     assert losses[-1] < losses[0] - 0.3, losses
     assert summary["val_loss"] < losses[0]
-    assert summary["rows_in"] == 400 + 64 and summary["rows_rejected"] == 0  # smoke: n_train + n_val
+    assert (
+        summary["rows_in"] == 400 + 64 and summary["rows_rejected"] == 0
+    )  # smoke: n_train + n_val
     cfg = (run_dir / "config.yaml").read_text()
     assert "lr: 0.003" in cfg
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
@@ -52,7 +54,14 @@ def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
 
 
 def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, tmp_path):
-    steps = ["--set", "train.max_steps=80", "--set", "train.checkpoint_every=10", "--set", "train.keep_checkpoints=0"]
+    steps = [
+        "--set",
+        "train.max_steps=80",
+        "--set",
+        "train.checkpoint_every=10",
+        "--set",
+        "train.keep_checkpoints=0",
+    ]
     # An uninterrupted reference run with the same config, in another runs dir.
     ref_env = dict(cli_env, RAYWORKS_RUNS_DIR=str(tmp_path / "ref"))
     cli(["run", "lm", *SMOKE, *steps], env=ref_env)
@@ -88,7 +97,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, tmp_path):
 
 @pytest.mark.slow
 def test_deepspeed_zero2_on_two_cpu_workers(cli, cli_env):
-    cli(["run", "lm", *SMOKE, "--set", "train.strategy=deepspeed", "--set", "train.zero_stage=2"], timeout=900)
+    cli(
+        ["run", "lm", *SMOKE, "--set", "train.strategy=deepspeed", "--set", "train.zero_stage=2"],
+        timeout=900,
+    )
     run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
     summary = json.loads((run_dir / "summary.json").read_text())
     losses = [r["loss"] for r in _metrics(run_dir) if "loss" in r]
