@@ -25,6 +25,13 @@ os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 VENV_BIN = Path(sys.executable).parent
+# Ray reads its auth settings when first imported, and pytest imports every test module
+# before any fixture runs: the session's token must be in place at conftest import time.
+RAY_TMP = Path(f"/tmp/rwt-{secrets.token_hex(3)}")  # short: Ray's socket paths are length-capped
+RAY_TMP.mkdir()
+TOKEN_PATH = RAY_TMP / "auth_token"
+TOKEN_PATH.write_text(secrets.token_hex(32))
+os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(TOKEN_PATH))
 
 
 def free_port() -> int:
@@ -50,14 +57,10 @@ def _wait_http(url: str, headers: dict[str, str], timeout: float) -> None:
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory):
     """A `ray start --head` process: yields a dict with gcs/dashboard addresses and token."""
-    temp = Path(f"/tmp/rwt-{secrets.token_hex(3)}")  # short: Ray's socket paths are length-capped
-    temp.mkdir()
-    token_path = temp / "auth_token"
-    token = secrets.token_hex(32)
-    token_path.write_text(token)
+    temp, token_path = RAY_TMP, TOKEN_PATH
+    token = token_path.read_text()
     gcs_port, dash_port = free_port(), free_port()
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path))
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path))
+    env = dict(os.environ)
     cmd = [
         str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
         "--num-cpus=2", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",

@@ -38,6 +38,17 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in BUILDERS)
 
 
+def _looks_like_hub_id(source: str) -> bool:
+    """`owner/name` with no file suffix: a Hub dataset id rather than a mistyped local path."""
+    parts = source.split("/")
+    return (
+        len(parts) == 2
+        and all(parts)
+        and not source.startswith(".")
+        and Path(source).suffix not in BUILDERS
+    )
+
+
 def _load(builder: str, files: list[Path], sample_by: str = "document"):
     """One row per file for plain text (documents), one per line for JSON lines."""
     from datasets import load_dataset
@@ -52,7 +63,7 @@ def load_texts(sources: list[str], text_field: str = "text") -> TextCorpus:
     for source in sources:
         path = Path(source)
         if not path.exists():
-            if "/" in source and not source.startswith((".", "/")):
+            if _looks_like_hub_id(source):
                 from datasets import load_dataset
 
                 rows = load_dataset(source, split="train")
@@ -68,11 +79,14 @@ def load_texts(sources: list[str], text_field: str = "text") -> TextCorpus:
             )
         for suffix in sorted({f.suffix for f in files}):
             group = [f for f in files if f.suffix == suffix]
-            is_json = suffix in (".jsonl", ".json")
-            rows = _load(BUILDERS[suffix], group, "line" if is_json else "document")
-            if is_json:
-                _parse_json_lines(rows["text"], text_field, corpus, source)
-            elif BUILDERS[suffix] == "parquet":
+            if suffix in (".jsonl", ".json"):  # one file at a time: rejects name file and line
+                for file in group:
+                    _parse_json_lines(
+                        _load("text", [file], "line")["text"], text_field, corpus, str(file)
+                    )
+                continue
+            rows = _load(BUILDERS[suffix], group)
+            if BUILDERS[suffix] == "parquet":
                 if text_field not in rows.column_names:
                     raise RayworksError(
                         f"parquet source {source!r} has no column {text_field!r}; "

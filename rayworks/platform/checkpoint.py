@@ -28,11 +28,13 @@ STEP_PREFIX = "step_"
 
 def _encode(obj: Any, tensors: dict[str, torch.Tensor], path: str) -> Any:
     if isinstance(obj, torch.Tensor):
-        tensors[path] = obj.detach().cpu().contiguous()
-        return {"__tensor__": path}
+        name = f"t{len(tensors)}"  # numbered, so keys containing dots never collide
+        tensors[name] = obj.detach().cpu().contiguous()
+        return {"__tensor__": name}
     if isinstance(obj, np.ndarray):
-        tensors[path] = torch.from_numpy(np.ascontiguousarray(obj))
-        return {"__ndarray__": path}
+        name = f"t{len(tensors)}"
+        tensors[name] = torch.from_numpy(np.ascontiguousarray(obj)).reshape(obj.shape)
+        return {"__ndarray__": name}
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and "__tensor__" not in obj:
             return {"__dict__": {k: _encode(v, tensors, f"{path}.{k}") for k, v in obj.items()}}

@@ -126,14 +126,6 @@ def test_several_sources_accumulate(tmp_path: Path) -> None:
     assert reconciles(corpus)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "text.py load_texts: the .jsonl files of a folder are loaded as one dataset, so "
-        "_parse_json_lines numbers lines across the concatenated files and names the folder "
-        "as source: a bad line 2 of the second file is reported as line 4 of the folder"
-    ),
-)
 def test_rejects_in_a_folder_name_the_file_and_its_own_line(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write(root / "a.jsonl", '{"text": "one"}\n{"text": "two"}\n')
@@ -153,14 +145,6 @@ def test_nonexistent_path_is_named(tmp_path: Path) -> None:
     assert "does not exist" in str(err.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "text.py load_texts: a nonexistent *relative* path containing '/' (e.g. "
-        "'corpus/train.jsonl') is sent to datasets.load_dataset as a Hub id; offline it "
-        'raises ConnectionError ("Couldn\'t reach ... on the Hub"), not RayworksError'
-    ),
-)
 def test_nonexistent_relative_path_is_a_rayworks_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

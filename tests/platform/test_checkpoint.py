@@ -174,26 +174,11 @@ def test_unsupported_leaf_raises_type_error_naming_the_path(
     assert "without pickle" in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "checkpoint._encode stores a 0-d numpy array via np.ascontiguousarray, which "
-        "returns ndim >= 1: np.array(3.0) loads back with shape (1,) instead of ()"
-    ),
-)
 def test_zero_dim_numpy_array_keeps_its_shape(tmp_path: Path) -> None:
     loaded = round_trip(tmp_path, {"a": np.array(3.0)})
     assert loaded["a"].shape == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "checkpoint._encode names tensors by joining keys with '.', so the paths of "
-        "{'a.b': t1} and {'a': {'b': t2}} are both 'root.a.b': t1 is silently overwritten "
-        "by t2 and both load as t2"
-    ),
-)
 def test_dotted_keys_do_not_collide_with_nested_keys(tmp_path: Path) -> None:
     tree = {"a.b": torch.ones(2), "a": {"b": torch.zeros(2)}}
     loaded = round_trip(tmp_path, tree)

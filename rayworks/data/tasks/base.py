@@ -3,12 +3,14 @@
 A task makes `Example`s (prompt, reference completion with its reasoning trace, final
 answer, difficulty) for a split and seed, and `verify(example, completion)` scores a model's
 completion in [0, 1] by parsing its final answer — never by string-matching the trace.
-Train and test splits draw from disjoint seeded streams and the test split excludes any
-prompt that also occurs in train.
+Splits are disjoint by construction: every prompt belongs to exactly one split, decided by
+a hash of its text (`split_of`), and each split draws from its own seeded stream keeping
+only its own prompts — so no test prompt can occur in train, whatever the sizes.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -17,6 +19,13 @@ from rayworks.errors import UnknownNameError
 
 Split = Literal["train", "val", "test"]
 SPLIT_OFFSET = {"train": 0, "val": 1_000_003, "test": 2_000_003}
+SPLIT_SHARE = {"train": 80, "val": 10, "test": 10}  # percent of the prompt space
+
+
+def split_of(prompt: str) -> Split:
+    """The split a prompt belongs to: a stable hash of its text, 80/10/10."""
+    bucket = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=4).digest(), "big") % 100
+    return "train" if bucket < 80 else "val" if bucket < 90 else "test"
 
 
 @dataclass(frozen=True)
