@@ -10,6 +10,7 @@ at `RAY_AUTH_TOKEN_PATH` (default `~/.ray/auth_token`), which Ray generates on f
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from pydantic import Field
@@ -62,6 +63,16 @@ def _set_auth_mode(mode: str) -> None:
     Config.initialize("")
 
 
+def _free_port(host: str, preferred: int) -> int:
+    """`preferred` if nothing listens there, else a free port (a second local run, a test head)."""
+    with socket.socket() as sock:
+        if sock.connect_ex((host, preferred)) != 0:
+            return preferred
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def connect(address: str | None = None, profile: LocalProfile | None = None) -> None:
     """Initialise Ray once per process (no-op if already connected)."""
     import ray
@@ -83,7 +94,7 @@ def connect(address: str | None = None, profile: LocalProfile | None = None) -> 
         object_store_memory=mem * 2**20 if mem else None,
         include_dashboard=prof.include_dashboard,
         dashboard_host=prof.dashboard_host,
-        dashboard_port=prof.dashboard_port,
+        dashboard_port=_free_port(prof.dashboard_host, prof.dashboard_port),
         runtime_env=runtime_env,
         log_to_driver=True,
     )
