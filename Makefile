@@ -31,7 +31,7 @@ format: setup
 	$(BIN)/ruff format rayworks tests benchmarks
 
 test: setup lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=15
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/lm_train.py

@@ -8,6 +8,7 @@ A model built here is a plain `transformers.LlamaForCausalLM`: `save_pretrained`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel
@@ -60,6 +61,13 @@ def build_decoder(
     if spec.init_from:
         return load_causal_lm(spec.init_from)
     return LlamaForCausalLM(llama_config(spec, vocab_size, bos, eos, pad))
+
+
+def decoder_for(spec: DecoderSpec, tokenizer: Any) -> PreTrainedModel:
+    """`build_decoder` sized to `tokenizer`'s vocabulary and special-token ids."""
+    return build_decoder(
+        spec, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
 
 
 def resolve_model_dir(path: str | Path) -> Path:

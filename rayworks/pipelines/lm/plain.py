@@ -13,7 +13,7 @@ import time
 import torch
 
 from rayworks.data.tasks import get_task
-from rayworks.models import build_decoder
+from rayworks.models import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import batch_rows, prepare
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
@@ -41,13 +41,7 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
     tokenizer, data = prepare(cfg)
     ctx.progress(cfg.train.max_steps, "lm_plain")
     ctx.seed_everything()
-    model = build_decoder(
-        cfg.model,
-        len(tokenizer),
-        tokenizer.bos_token_id,
-        tokenizer.eos_token_id,
-        tokenizer.pad_token_id,
-    )
+    model = decoder_for(cfg.model, tokenizer)
     opt = torch.optim.AdamW(
         model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
     )

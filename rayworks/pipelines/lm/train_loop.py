@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from rayworks.data.tasks import get_task
-from rayworks.models import build_decoder, load_causal_lm, load_tokenizer
+from rayworks.models import decoder_for, load_causal_lm, load_tokenizer
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, batch_rows, data_state
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
@@ -220,21 +220,13 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
 
     latest = ctx.latest_checkpoint()
     ctx.seed_everything()
-    if latest is not None:
-        model = load_causal_lm(latest)
-    else:
-        model = build_decoder(
-            cfg.model,
-            len(tokenizer),
-            tokenizer.bos_token_id,
-            tokenizer.eos_token_id,
-            tokenizer.pad_token_id,
-        )
+    model = load_causal_lm(latest) if latest is not None else decoder_for(cfg.model, tokenizer)
     learner = Learner(cfg, model, d)
     start, last = restore(latest, learner, d) if latest is not None else (0, {})
     ctx.seed_everything(offset=1 + d.rank + start)  # per-rank stream, distinct after resume
-    if d.rank == 0:
+    if latest is not None:
         ctx.truncate_metrics(start)
+        ctx.worker("none", d.rank).log(start, resumed_from_step=start)
 
     n_rows, per_rank = len(data.train_ids), cfg.train.batch_size // d.world
     window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()

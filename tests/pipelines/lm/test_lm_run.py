@@ -109,3 +109,41 @@ def test_deepspeed_zero2_on_two_cpu_workers(cli, cli_env):
     # ZeRO partitions the optimizer: one shard per rank, each without pickle.
     assert (latest / "optimizer_rank0.safetensors").is_file()
     assert (latest / "optimizer_rank1.safetensors").is_file()
+
+
+def _train_worker_pids() -> list[int]:
+    out = subprocess.run(["pgrep", "-f", "ray::RayTrainWorker"], capture_output=True, text=True)
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(cli_env):
+    """FailureConfig(max_failures=1): Ray Train restarts the group; the loop restores step 20+."""
+    args = [
+        "run",
+        "lm",
+        *SMOKE,
+        "--set",
+        "train.max_steps=80",
+        "--set",
+        "train.checkpoint_every=10",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rayworks", *args],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    root = Path(cli_env["RAYWORKS_RUNS_DIR"]) / "lm"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(root.glob("*/checkpoints/step_0000002*")):
+        assert proc.poll() is None, "run ended before a worker could be killed"
+        time.sleep(0.2)
+    pids = _train_worker_pids()
+    assert len(pids) == 2, f"expected two train workers, found {pids}"
+    os.kill(pids[-1], signal.SIGKILL)
+    output, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, output[-3000:]
+    run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
+    records = _metrics(run_dir)
+    resumed = [r["resumed_from_step"] for r in records if "resumed_from_step" in r]
+    assert resumed and resumed[0] >= 20
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert max(r["step"] for r in records if "loss" in r) == 80
