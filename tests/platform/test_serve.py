@@ -20,7 +20,8 @@ from conftest import free_port
 from rayworks.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
 from rayworks.platform import serve as rw_serve
-from rayworks.platform.serve import TextRow, base_url, default_model_name, serve_model
+from rayworks.platform.completion_engine import TextRow
+from rayworks.platform.serve import base_url, default_model_name, serve_model
 
 KEY = "k"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -1,0 +1,217 @@
+"""The sampling loop behind the model endpoint: batched prompts, KV cache, stop strings.
+
+One loop serves both the plain and the streamed answer, so both give the same text for
+the same request; text that may be the start of a stop string is held back until settled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.platform.openai_api import MAX_ROWS, APIError, CompletionRequest, choice
+
+
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator
+) -> torch.Tensor:
+    """One token id per row: argmax at temperature 0, else nucleus sampling."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        sorted_p[(sorted_p.cumsum(-1) - sorted_p) >= top_p] = 0  # the top token always stays
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+
+
+class TextRow:
+    """Incremental detokenisation of one choice: stop strings, held-back text, finish reason.
+
+    Text that could still become a stop string (or an incomplete UTF-8 character) is held
+    back, so the streamed pieces add up to exactly the non-streamed text.
+    """
+
+    def __init__(self, tok: Any, eos: set[int], stop: list[str], limit: int) -> None:
+        self.tok, self.eos, self.stop, self.limit = tok, eos, stop, limit
+        self.ids: list[int] = []
+        self.text, self.emitted, self.n_tokens = "", 0, 0
+        self.finish: str | None = None
+
+    def push(self, token: int) -> str:
+        """Add one generated token; return the text that became safe to send."""
+        self.n_tokens += 1
+        if token in self.eos:
+            self.finish = "stop"
+            return self._take(len(self.text))
+        self.ids.append(token)
+        self.text = self.tok.decode(self.ids, skip_special_tokens=True)
+        hits = [i for s in self.stop if (i := self.text.find(s)) >= 0]
+        if hits:
+            self.text, self.finish = self.text[: min(hits)], "stop"
+        elif self.n_tokens >= self.limit:
+            self.finish = "length"
+        if self.finish:
+            return self._take(len(self.text))
+        hold = max(
+            (k for s in self.stop for k in range(1, len(s)) if self.text.endswith(s[:k])), default=0
+        )
+        safe = len(self.text) - hold
+        while safe > self.emitted and self.text[safe - 1] == "\ufffd":
+            safe -= 1
+        return self._take(safe)
+
+    def _take(self, upto: int) -> str:
+        piece = self.text[self.emitted : upto]
+        self.emitted = max(self.emitted, upto)
+        return piece
+
+
+class CompletionEngine:
+    """A causal LM and its tokenizer, answering completion requests (no Serve inside)."""
+
+    def __init__(self, model_dir: str | Path, name: str) -> None:
+        torch.set_num_threads(1)  # two torch threads on busy cores stall (NOTES)
+        self.name = name
+        self.model = load_causal_lm(model_dir).eval()
+        self.tok = load_tokenizer(model_dir)
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
+        extra = getattr(self.model.generation_config, "eos_token_id", None)  # int or list
+        ids = [self.tok.eos_token_id, *(extra if isinstance(extra, list) else [extra])]
+        self.eos = {i for i in ids if i is not None}
+
+    def encode(self, prompts: list[str]) -> list[list[int]]:
+        """Token ids per prompt; 400 if a prompt is empty or leaves no room to generate."""
+        rows = []
+        for i, prompt in enumerate(prompts):
+            ids = self.tok(prompt).input_ids or [self.tok.bos_token_id]
+            if ids[0] is None:
+                raise APIError(
+                    400, f"prompt {i} is empty and the model has no BOS token", param="prompt"
+                )
+            if len(ids) >= self.context:
+                raise APIError(
+                    400,
+                    f"prompt {i} has {len(ids)} tokens but the model's context "
+                    f"(max_position_embeddings) is {self.context} tokens, leaving no "
+                    "room for a completion; shorten the prompt",
+                    param="prompt",
+                    code="context_length_exceeded",
+                )
+            rows.append(ids)
+        return rows
+
+    @torch.no_grad()
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+    ) -> tuple[torch.Tensor, Any]:
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
+                         use_cache=True, logits_to_keep=1)  # fmt: skip
+        return out.logits[:, -1], out.cache
+
+    def steps(
+        self, rows: list[list[int]], temperature: float, top_p: float, seed: int | None
+    ) -> Iterator[list[int]]:
+        """Left-pad the rows, then yield one sampled token per row per step, forever."""
+        width = max(map(len, rows))
+        ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows])
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        gen = torch.Generator().manual_seed(
+            secrets.randbits(63) if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF
+        )
+        logits, cache = self._forward(ids, mask, pos, None)
+        while True:
+            nxt = sample_next(logits, temperature, top_p, gen)
+            yield nxt.tolist()
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            pos = pos[:, -1:] + 1
+            logits, cache = self._forward(nxt[:, None], mask, pos, cache)
+
+    def run(self, req: CompletionRequest) -> tuple[list[list[int]], list[TextRow], Iterator]:
+        """Check `req`, then return the prompts, one TextRow per choice and a step iterator.
+
+        The iterator yields `[(choice_index, new_text, finish_reason or None), ...]` per
+        step and stops once every choice has finished.
+        """
+        if req.model is not None and req.model != self.name:
+            raise APIError(
+                404,
+                f"model {req.model!r} is not served here; available: {self.name!r}",
+                param="model",
+                code="model_not_found",
+            )
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        if len(prompts) * req.n > MAX_ROWS:
+            raise APIError(
+                400, f"prompts x n = {len(prompts) * req.n} exceeds {MAX_ROWS}", param="n"
+            )
+        encoded = self.encode(prompts)
+        stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop or [] if s]
+        batch = [ids for ids in encoded for _ in range(req.n)]
+        limits = [min(req.max_tokens, self.context - len(ids)) for ids in batch]
+        texts = [TextRow(self.tok, self.eos, stop, limit) for limit in limits]
+        return encoded, texts, self._events(batch, texts, req)
+
+    def _events(
+        self, batch: list[list[int]], texts: list[TextRow], req: CompletionRequest
+    ) -> Iterator[list[tuple[int, str, str | None]]]:
+        steps = self.steps(batch, req.temperature, req.top_p, req.seed)
+        for tokens in steps:
+            events = []
+            for i, (row, token) in enumerate(zip(texts, tokens, strict=True)):
+                if row.finish is None:
+                    piece = row.push(token)
+                    if piece or row.finish:
+                        events.append((i, piece, row.finish))
+            yield events
+            if all(row.finish for row in texts):
+                steps.close()
+                return
+
+    def echo_text(self, req: CompletionRequest, index: int) -> str:
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        return prompts[index // req.n] if req.echo else ""
+
+    def complete(self, req: CompletionRequest) -> dict[str, Any]:
+        """The whole completion as one OpenAI `text_completion` object."""
+        encoded, texts, events = self.run(req)
+        for _ in events:
+            pass
+        choices = [
+            choice(i, self.echo_text(req, i) + r.text, r.finish) for i, r in enumerate(texts)
+        ]
+        prompt, completion = sum(map(len, encoded)), sum(row.n_tokens for row in texts)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                 "total_tokens": prompt + completion}  # fmt: skip
+        return {**self._header(), "choices": choices, "usage": usage}
+
+    def stream(self, req: CompletionRequest) -> Iterator[str]:
+        """Server-sent events: one `data: {chunk}` per step with new text, then `[DONE]`."""
+        _, texts, events = self.run(req)  # validation errors surface before streaming
+        header = self._header()
+
+        def chunks() -> Iterator[str]:
+            first = [(i, self.echo_text(req, i), None) for i in range(len(texts)) if req.echo]
+            for batch in itertools.chain([first], events):
+                if batch:
+                    choices = [choice(*event) for event in batch]
+                    yield f"data: {json.dumps({**header, 'choices': choices})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return chunks()
+
+    def _header(self) -> dict[str, Any]:
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                "created": int(time.time()), "model": self.name}  # fmt: skip

@@ -1,0 +1,127 @@
+"""OpenAI-compatible HTTP surface of the model endpoint: request schema, errors, routes.
+
+`POST /v1/completions` (JSON or SSE stream), `GET /v1/models`, `GET /health` (open).
+Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`; a bad body is
+a 400 naming the field and value (not FastAPI's 422); a wrong or missing bearer key is 401.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from rayworks.platform.completion_engine import CompletionEngine
+
+MAX_ROWS = 64  # prompts x n per request: bounds the memory one request can take
+
+
+class CompletionRequest(BaseModel):
+    """The subset of OpenAI's `/v1/completions` body we honour; other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_ROWS)]
+    max_tokens: int = Field(16, ge=1)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    n: int = Field(1, ge=1, le=16)
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    seed: int | None = None
+    stream: bool = False
+    echo: bool = False
+
+
+class APIError(Exception):
+    """An error answered as OpenAI's JSON error object with an HTTP status."""
+
+    def __init__(self, status: int, message: str, **fields: str | None) -> None:
+        """`fields`: OpenAI's `type` (default invalid_request_error), `param`, `code`."""
+        super().__init__(message)
+        self.status = status
+        self.body = {"message": message, "type": "invalid_request_error", "param": None,
+                     "code": None, **fields}  # fmt: skip
+
+
+def error_response(err: APIError) -> JSONResponse:
+    return JSONResponse({"error": err.body}, status_code=err.status)
+
+
+def validation_error(exc: RequestValidationError) -> APIError:
+    """FastAPI's 422 as a 400 naming the first bad field and the value sent."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    if first.get("type") == "json_invalid" or (
+        not loc and not isinstance(first.get("input"), dict)
+    ):
+        message = "request body must be a JSON object (Content-Type: application/json)"
+        return APIError(400, message, code="invalid_json")
+    field = ".".join(loc) or "body"
+    value = json.dumps(first.get("input"), default=str)[:200]
+    message = f"invalid value for '{field}': {value} ({first.get('msg', 'invalid')})"
+    return APIError(400, message, param=field, code="invalid_value")
+
+
+def choice(index: int, text: str, finish: str | None) -> dict[str, Any]:
+    return {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
+
+
+def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
+    """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
+    app = FastAPI(title="rayworks completions")
+    created = int(time.time())
+
+    async def api_error(_: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc)
+
+    async def invalid_body(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(validation_error(exc))
+
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        return error_response(APIError(exc.status_code, str(exc.detail), code=str(exc.status_code)))
+
+    app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(RequestValidationError, invalid_body)
+    app.add_exception_handler(HTTPException, http_error)
+
+    def authorize(request: Request) -> None:
+        """401 unless `Authorization: Bearer <api_key>` matches (when a key is set)."""
+        if api_key is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+            given.strip().encode(), api_key.encode()
+        ):
+            raise APIError(
+                401,
+                "missing or invalid API key: send 'Authorization: Bearer <key>'",
+                type="authentication_error",
+                code="invalid_api_key",
+            )
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models", dependencies=[Depends(authorize)])
+    def models() -> dict[str, Any]:
+        card = {"id": engine.name, "object": "model", "created": created, "owned_by": "rayworks"}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/completions", dependencies=[Depends(authorize)])
+    def completions(body: CompletionRequest) -> Any:
+        # Sync routes run in FastAPI's thread pool, so a long generation never blocks
+        # the replica's event loop (health checks, other requests, streaming).
+        if body.stream:
+            return StreamingResponse(engine.stream(body), media_type="text/event-stream")
+        return engine.complete(body)
+
+    return app
