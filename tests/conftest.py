@@ -129,3 +129,15 @@ def cli(cli_env: dict[str, str]):
         return proc
 
     return run
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`gpu` tests skip cleanly, with the reason, where CUDA is absent (CI, laptops)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA (marker gpu); this machine has none")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,8 +1,8 @@
 """`rayworks bench NAME`: a pipeline beside its baseline(s) on the same data, seeds and budget.
 
-Every (arm, seed) pair is one run with the same preset and overrides plus `seed=s`; all of
-them are submitted at once as Ray tasks and Ray runs as many side by side as resources
-allow. The headline metric is reported per arm as mean and 95% t-interval over seeds, with
+Every (arm, seed) pair is one run with the same preset and overrides plus `seed=s`, run as
+a Ray task; as many run side by side as the cluster's CPUs hold (method and baselines
+interleaved in submission order). The headline metric is reported per arm as mean and 95% t-interval over seeds, with
 the ratio of the method's mean to each baseline's. Outputs (`runs/bench/NAME/<id>/`):
 `bench.md` (command line, then the table), `bench.json`, `bench.png`, and `runs/` with
 every arm's run directory. `rayworks demo` benches every method with its smoke preset and
@@ -25,7 +25,7 @@ from rayworks.errors import ConfigError
 from rayworks.platform.cluster import connect
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
-from rayworks.platform.launch import remote_run
+from rayworks.platform.launch import remote_run, resources_of
 from rayworks.platform.registry import all_pipelines, baseline_names, get_pipeline
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (normal beyond 30).
@@ -79,28 +79,34 @@ def bench(
         raise ConfigError(f"--seeds={seeds} is invalid: need at least 1 seed.")
     arms = _arms(name)
     key, mode = get_pipeline(name).headline
-    plan = []  # validate every arm x seed config before Ray starts
-    for arm, role in arms:
-        spec = get_pipeline(arm)
-        for seed in range(seeds):
-            plan.append(
-                (spec, role, build_config(spec.config, preset, (), [*overrides, f"seed={seed}"]))
-            )
+    plan = []  # every seed x arm config, validated before Ray starts; arms interleaved
+    for seed in range(seeds):
+        for arm, role in arms:
+            spec = get_pipeline(arm)
+            cfg = build_config(spec.config, preset, (), [*overrides, f"seed={seed}"])
+            plan.append((spec, role, cfg))
 
     import ray
 
     connect(address)
     out_dir = (Path(runs_dir or default_runs_dir()) / "bench" / name / new_run_id()).absolute()
-    refs = {}
-    for spec, role, cfg in plan:
-        ctx = RunContext.create(spec.name, cfg, out_dir / "runs")
-        refs[remote_run(spec, cfg, ctx)] = (spec.name, role, cfg.seed)
+    # Start only as many runs as the cluster's CPUs hold at once: queued Train worker
+    # groups would otherwise time out and retry, and idle drivers would compete for CPU.
+    need = max(resources_of(spec, cfg).get("CPU", 1) or 1 for spec, _, cfg in plan)
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // need))
+    queue = list(plan)
+    refs: dict[Any, tuple[str, str, int]] = {}
     values: dict[str, list[float]] = {arm: [] for arm, _ in arms}
     failures = []
     with Progress(console=console, transient=False) as progress:
-        task = progress.add_task(f"bench {name}", total=len(refs))
-        pending = list(refs)
-        while pending:
+        task = progress.add_task(f"bench {name}", total=len(plan))
+        pending: list[Any] = []
+        while queue or pending:
+            while queue and len(pending) < slots:
+                spec, role, cfg = queue.pop(0)
+                ref = remote_run(spec, cfg, RunContext.create(spec.name, cfg, out_dir / "runs"))
+                refs[ref] = (spec.name, role, cfg.seed)
+                pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             arm, _, seed = refs[done[0]]
             try:

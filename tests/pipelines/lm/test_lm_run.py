@@ -25,6 +25,17 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def _start_until_checkpoint(args: list[str], env: dict, pattern: str, **popen) -> subprocess.Popen:
+    """Start `rayworks ARGS` and return once a checkpoint folder matching `pattern` exists."""
+    proc = subprocess.Popen([sys.executable, "-m", "rayworks", *args], env=env, **popen)
+    root = Path(env["RAYWORKS_RUNS_DIR"]) / "lm"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(root.glob(f"*/checkpoints/{pattern}")):
+        assert proc.poll() is None, "run ended before the checkpoint appeared"
+        time.sleep(0.2)
+    return proc
+
+
 def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
     cli(["run", "lm", *SMOKE, "--set", "train.lr=3e-3"])
     run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
@@ -67,15 +78,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, tmp_path):
     cli(["run", "lm", *SMOKE, *steps], env=ref_env)
     reference = json.loads((_run_dir(tmp_path / "ref") / "summary.json").read_text())
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rayworks", "run", "lm", *SMOKE, *steps],
-        env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    proc = _start_until_checkpoint(
+        ["run", "lm", *SMOKE, *steps], cli_env, "step_00000020",
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    root = Path(cli_env["RAYWORKS_RUNS_DIR"]) / "lm"
-    deadline = time.time() + 240
-    while time.time() < deadline and not list(root.glob("*/checkpoints/step_00000020")):
-        assert proc.poll() is None, "run ended before it could be killed"
-        time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
@@ -127,15 +133,9 @@ def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(
         "--set",
         "train.checkpoint_every=10",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rayworks", *args],
-        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    root = Path(cli_env["RAYWORKS_RUNS_DIR"]) / "lm"
-    deadline = time.time() + 240
-    while time.time() < deadline and not list(root.glob("*/checkpoints/step_0000002*")):
-        assert proc.poll() is None, "run ended before a worker could be killed"
-        time.sleep(0.2)
+    proc = _start_until_checkpoint(
+        args, cli_env, "step_0000002*", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     pids = _train_worker_pids()
     assert len(pids) == 2, f"expected two train workers, found {pids}"
     os.kill(pids[-1], signal.SIGKILL)
