@@ -2,5 +2,14 @@
 
 from rayworks.data.tasks.arithmetic import ArithmeticTask
 from rayworks.data.tasks.base import TASKS, Example, Task, get_task, register_task
+from rayworks.data.tasks.countdown import CountdownTask
 
-__all__ = ["TASKS", "ArithmeticTask", "Example", "Task", "get_task", "register_task"]
+__all__ = [
+    "TASKS",
+    "ArithmeticTask",
+    "CountdownTask",
+    "Example",
+    "Task",
+    "get_task",
+    "register_task",
+]
