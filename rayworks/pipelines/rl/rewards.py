@@ -1,0 +1,211 @@
+"""Reward functions by name: exact verifiers, format shaping, Python callables, HTTP scorers.
+
+A reward is a callable `(example, completion) -> score`. `REWARDS` maps a name to a factory
+that builds one from config kwargs; a method plugs a new reward in with `@register_reward`.
+`CombinedReward` turns a list of `RewardSpec`s into one weighted sum and also returns each
+component's raw scores, so a run logs e.g. `reward/verifier` and `reward/format` apart.
+A component with a `score_batch(examples, completions)` method (the HTTP scorer) is called
+once per batch instead of once per item. A remote scorer that fails raises `RewardError`:
+a silent 0.0 would look like a policy that stopped learning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from http.client import HTTPException
+from typing import Any
+
+from pydantic import Field
+
+from rayworks.data.tasks import Example, get_task
+from rayworks.errors import ConfigError, RayworksError, UnknownNameError
+from rayworks.platform.config import Config
+
+RewardFn = Callable[[Example, str], float]  # (example, completion) -> score
+REWARDS: dict[str, Callable[..., RewardFn]] = {}
+FORMAT_RE = re.compile(r"<think>.+?</think>\s*A:", re.DOTALL)
+
+
+class RewardError(RayworksError):
+    """A reward could not be computed (e.g. a remote scorer failed); names where and why."""
+
+
+def register_reward(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
+    """Register a factory `(**kwargs) -> RewardFn` under `name`."""
+
+    def decorate(factory: Callable[..., RewardFn]) -> Callable[..., RewardFn]:
+        REWARDS[name] = factory
+        return factory
+
+    return decorate
+
+
+# ------------------------------------------------------------------ local rewards
+
+
+def has_format(example: Example, completion: str) -> float:
+    """1.0 if the completion has a non-empty "<think>...</think>" followed by "A:"."""
+    return float(FORMAT_RE.search(completion) is not None)
+
+
+@register_reward("verifier")
+def verifier_reward(task: str) -> RewardFn:
+    """The task's exact verifier: 1.0 iff the final answer is right."""
+    return get_task(task).verify
+
+
+@register_reward("format")
+def format_reward() -> RewardFn:
+    """Shaping reward for the trace-then-answer format, regardless of correctness."""
+    return has_format
+
+
+@register_reward("python")
+def python_reward(target: str) -> RewardFn:
+    """Any importable callable `(example, completion) -> float`, named "module:attribute"."""
+    module, _, attr = target.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(f"python reward {target!r} cannot be imported: {err}") from err
+    if not callable(fn):
+        raise ConfigError(f"python reward {target!r} is not callable.")
+    return fn
+
+
+# ------------------------------------------------------------------ remote scorer
+
+
+class HttpReward:
+    """Scores by POSTing JSON to a scoring server.
+
+    One item:   {"prompt", "completion", "answer"}      -> {"score": float}
+    A batch:    {"items": [{...}, ...]}                  -> {"scores": [float, ...]}
+    """
+
+    def __init__(self, url: str, timeout_s: float = 10.0, api_key: str | None = None) -> None:
+        self.url, self.timeout_s, self.api_key = url, timeout_s, api_key
+
+    def __call__(self, example: Example, completion: str) -> float:
+        body = self._post(self._item(example, completion))
+        return self._score(body, "score")
+
+    def score_batch(self, examples: Sequence[Example], completions: Sequence[str]) -> list[float]:
+        items = [self._item(e, c) for e, c in zip(examples, completions, strict=True)]
+        scores = self._post({"items": items}).get("scores")
+        if not isinstance(scores, list) or len(scores) != len(items):
+            raise RewardError(
+                f"reward server {self.url} returned {scores!r} as 'scores'; "
+                f"expected a list of {len(items)} numbers."
+            )
+        return [self._score({"score": s}, "scores[]") for s in scores]
+
+    @staticmethod
+    def _item(example: Example, completion: str) -> dict[str, str]:
+        return {"prompt": example.prompt, "completion": completion, "answer": example.answer}
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            self.url, data=json.dumps(payload).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            detail = err.read()[:200].decode(errors="replace")
+            raise RewardError(
+                f"reward server {self.url} answered HTTP {err.code}: {detail!r}"
+            ) from err
+        except (urllib.error.URLError, HTTPException, OSError) as err:
+            reason = getattr(err, "reason", err)  # URLError wraps a connect timeout
+            if isinstance(reason, TimeoutError):
+                reason = f"timed out after {self.timeout_s}s"
+            raise RewardError(f"reward server {self.url} failed: {reason}") from err
+        try:
+            body = json.loads(raw)
+        except ValueError as err:
+            raise RewardError(
+                f"reward server {self.url} returned a body that is not JSON: {raw[:200]!r}"
+            ) from err
+        if not isinstance(body, dict):
+            raise RewardError(f"reward server {self.url} returned {body!r}; expected an object.")
+        return body
+
+    def _score(self, body: dict[str, Any], key: str) -> float:
+        score = body.get("score")
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise RewardError(
+                f"reward server {self.url} returned {score!r} as {key!r}; expected a finite number."
+            )
+        return float(score)
+
+
+@register_reward("http")
+def http_reward(url: str, timeout_s: float = 10.0, api_key: str | None = None) -> RewardFn:
+    """A remote scorer; failures raise `RewardError` naming the URL, never score 0."""
+    return HttpReward(url, timeout_s=timeout_s, api_key=api_key)
+
+
+# ------------------------------------------------------------------ combining
+
+
+class RewardSpec(Config):
+    """One reward component of a run's config."""
+
+    name: str = Field(description="registered reward name: verifier, format, python, http, ...")
+    weight: float = Field(1.0, description="multiplier of this component in the total reward")
+    kwargs: dict[str, Any] = Field({}, description="arguments of the reward's factory")
+
+
+class CombinedReward:
+    """A weighted sum of reward components, with each component's raw scores for logging.
+
+    Components are keyed by name; a repeated name gets a suffix ("http", "http_1", ...).
+    """
+
+    def __init__(self, specs: Sequence[RewardSpec]) -> None:
+        self.components: dict[str, tuple[float, RewardFn]] = {}
+        for spec in specs:
+            if spec.name not in REWARDS:
+                raise UnknownNameError("reward", spec.name, list(REWARDS))
+            try:
+                fn = REWARDS[spec.name](**spec.kwargs)
+            except TypeError as err:
+                raise ConfigError(
+                    f"reward {spec.name!r} got bad kwargs {spec.kwargs!r}: {err}"
+                ) from err
+            key, n = spec.name, 1
+            while key in self.components:
+                key, n = f"{spec.name}_{n}", n + 1
+            self.components[key] = (spec.weight, fn)
+
+    def __call__(
+        self, examples: Sequence[Example], completions: Sequence[str]
+    ) -> tuple[list[float], dict[str, list[float]]]:
+        """(weighted total per item, {component: raw score per item})."""
+        if len(examples) != len(completions):
+            raise ValueError(f"{len(examples)} examples but {len(completions)} completions")
+        totals = [0.0] * len(examples)
+        per_component: dict[str, list[float]] = {}
+        for key, (weight, fn) in self.components.items():
+            batch = getattr(fn, "score_batch", None)
+            if batch is not None:
+                scores = [float(s) for s in batch(examples, completions)]
+            else:
+                scores = [float(fn(e, c)) for e, c in zip(examples, completions, strict=True)]
+            per_component[key] = scores
+            totals = [t + weight * s for t, s in zip(totals, scores, strict=True)]
+        return totals, per_component

@@ -1,0 +1,219 @@
+"""Reward registry: verifiers, format shaping, weighted combination, and a real HTTP scorer."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from pydantic import ValidationError
+
+from rayworks.data.tasks import Example, get_task
+from rayworks.errors import ConfigError, UnknownNameError
+from rayworks.pipelines.rl.rewards import (
+    REWARDS,
+    CombinedReward,
+    HttpReward,
+    RewardError,
+    RewardSpec,
+    has_format,
+    register_reward,
+)
+
+SLOW_S = 0.6  # the /slow route's delay, longer than the client's 0.2 s timeout
+
+
+def _score(item: dict) -> float:
+    """The test server's scorer: 1.0 iff the completion ends with the answer."""
+    return float(item["completion"].endswith(item["answer"]))
+
+
+class ScorerHandler(BaseHTTPRequestHandler):
+    """Routes: /score, /batch, /error (500), /malformed, /noscore, /slow, else 404.
+
+    Records each request's Authorization header.
+    """
+
+    seen_auth: list[str | None] = []
+
+    def do_POST(self) -> None:
+        ScorerHandler.seen_auth.append(self.headers.get("Authorization"))
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        status, reply = 200, b""
+        if self.path == "/score":
+            reply = json.dumps({"score": _score(body)}).encode()
+        elif self.path == "/batch":
+            reply = json.dumps({"scores": [_score(i) for i in body["items"]]}).encode()
+        elif self.path == "/error":
+            status, reply = 500, b"scorer crashed"
+        elif self.path == "/malformed":
+            reply = b"<html>not json"
+        elif self.path == "/noscore":
+            reply = json.dumps({"scores": [1.0], "score": "high"}).encode()
+        elif self.path == "/slow":
+            time.sleep(SLOW_S)
+            reply = b'{"score": 1.0}'
+        else:
+            status, reply = 404, b"no such route"
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+        except OSError:  # the client gave up (the timeout test)
+            pass
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ScorerHandler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+EX = Example(prompt="Q: 2+2=\n", completion="<think>2+2=4 c0</think>A: 4", answer="4", difficulty=1)
+
+
+# ------------------------------------------------------------------ local rewards
+
+
+def test_verifier_reward_on_both_tasks() -> None:
+    for task_name in ("arithmetic", "countdown"):
+        task, reward = get_task(task_name), REWARDS["verifier"](task=task_name)
+        examples = task.examples(40, "train", seed=0)
+        assert all(reward(e, e.completion) == 1.0 for e in examples)
+        assert all(reward(e, "A: 999999") == 0.0 for e in examples)
+
+
+def test_format_reward() -> None:
+    reward = REWARDS["format"]()
+    assert reward(EX, "<think>2+2=4</think>A: 5") == 1.0  # shaping: right form, wrong answer
+    assert reward(EX, "<think>a\nb</think> A: 4") == 1.0
+    assert reward(EX, "A: 4") == 0.0
+    assert reward(EX, "<think></think>A: 4") == 0.0
+    assert reward(EX, "<think>x</think>4") == 0.0
+    assert reward(EX, "A: 4<think>x</think>") == 0.0
+
+
+def test_weights_combine_and_components_are_reported() -> None:
+    combined = CombinedReward(
+        [
+            RewardSpec(name="verifier", kwargs={"task": "arithmetic"}),
+            RewardSpec(name="format", weight=0.1),
+        ]
+    )
+    completions = ["<think>2+2=4</think>A: 4", "A: 4", "<think>2+2=5</think>A: 5", "junk"]
+    totals, parts = combined([EX] * 4, completions)
+    assert parts == {"verifier": [1.0, 1.0, 0.0, 0.0], "format": [1.0, 0.0, 1.0, 0.0]}
+    assert totals == pytest.approx([1.1, 1.0, 0.1, 0.0])
+    assert combined([], []) == ([], {"verifier": [], "format": []})
+    with pytest.raises(ValueError, match="1 examples but 2 completions"):
+        combined([EX], ["a", "b"])
+
+
+def test_repeated_names_get_distinct_component_keys() -> None:
+    combined = CombinedReward([RewardSpec(name="format"), RewardSpec(name="format", weight=-1)])
+    totals, parts = combined([EX], [EX.completion])
+    assert list(parts) == ["format", "format_1"] and totals == [0.0]
+
+
+def test_python_callable_and_registered_rewards_plug_in() -> None:
+    spec = RewardSpec(name="python", kwargs={"target": "rayworks.pipelines.rl.rewards:has_format"})
+    assert CombinedReward([spec])([EX], [EX.completion])[1] == {"python": [1.0]}
+    assert REWARDS["python"](target="rayworks.pipelines.rl.rewards:has_format") is has_format
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        REWARDS["python"](target="rayworks.nope:fn")
+    with pytest.raises(ConfigError, match="not callable"):
+        REWARDS["python"](target="rayworks.pipelines.rl.rewards:REWARDS")
+
+    @register_reward("length_test")
+    def length_reward(scale: float = 1.0):
+        return lambda example, completion: scale * len(completion)
+
+    try:
+        spec = RewardSpec(name="length_test", weight=2.0, kwargs={"scale": 0.5})
+        assert CombinedReward([spec])([EX], ["abcd"])[0] == [4.0]
+    finally:
+        del REWARDS["length_test"]
+
+
+def test_unknown_name_and_bad_kwargs_are_config_errors() -> None:
+    with pytest.raises(UnknownNameError) as err:
+        CombinedReward([RewardSpec(name="nope")])
+    assert "unknown reward 'nope'" in str(err.value)
+    assert "format, http, python, verifier" in str(err.value)
+    with pytest.raises(ConfigError, match="reward 'format' got bad kwargs"):
+        CombinedReward([RewardSpec(name="format", kwargs={"task": "arithmetic"})])
+    with pytest.raises(ValidationError, match="wieght"):  # a typo in the config is an error
+        RewardSpec(name="format", wieght=2.0)
+
+
+# ------------------------------------------------------------------ HTTP scorer
+
+
+def test_http_single_item_sends_bearer_key(server: str) -> None:
+    ScorerHandler.seen_auth.clear()
+    reward = REWARDS["http"](url=f"{server}/score", api_key="s3cret")
+    assert isinstance(reward, HttpReward)
+    assert reward(EX, "A: 4") == 1.0
+    assert reward(EX, "A: 5") == 0.0
+    assert ScorerHandler.seen_auth == ["Bearer s3cret", "Bearer s3cret"]
+    REWARDS["http"](url=f"{server}/score")(EX, "A: 4")
+    assert ScorerHandler.seen_auth[-1] is None
+
+
+def test_http_batch_is_one_request(server: str) -> None:
+    ScorerHandler.seen_auth.clear()
+    combined = CombinedReward(
+        [RewardSpec(name="http", weight=2.0, kwargs={"url": f"{server}/batch"})]
+    )
+    totals, parts = combined([EX] * 3, ["A: 4", "A: 5", "A: 44"])
+    assert parts == {"http": [1.0, 0.0, 1.0]} and totals == [2.0, 0.0, 2.0]
+    assert len(ScorerHandler.seen_auth) == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "problem"),
+    [
+        ("/error", "HTTP 500: 'scorer crashed'"),
+        ("/malformed", "not JSON"),
+        ("/noscore", "'high' as 'score'"),
+        ("/missing", "HTTP 404: 'no such route'"),
+    ],
+)
+def test_http_failures_raise_naming_url_and_problem(server: str, route: str, problem: str) -> None:
+    url = f"{server}{route}"
+    with pytest.raises(RewardError) as err:
+        HttpReward(url, timeout_s=2)(EX, "A: 4")
+    assert url in str(err.value) and problem in str(err.value)
+
+
+def test_http_batch_with_wrong_shape_raises(server: str) -> None:
+    with pytest.raises(RewardError, match="expected a list of 2 numbers"):
+        HttpReward(f"{server}/noscore").score_batch([EX, EX], ["a", "b"])
+
+
+def test_http_timeout_raises(server: str) -> None:
+    start = time.monotonic()
+    with pytest.raises(RewardError, match=r"/slow failed: timed out after 0.2s"):
+        HttpReward(f"{server}/slow", timeout_s=0.2)(EX, "A: 4")
+    assert time.monotonic() - start < SLOW_S
+
+
+def test_http_unreachable_raises() -> None:
+    with pytest.raises(RewardError, match=re.escape("127.0.0.1:9/score failed")):
+        HttpReward("http://127.0.0.1:9/score", timeout_s=1)(EX, "A: 4")
