@@ -1,0 +1,268 @@
+"""Rollout engines: `generate(prompts, n, sampling) -> [Rollout]` with per-token logprobs.
+
+An engine holds one copy of the policy. The learner pushes new weights with
+`load_weights(state_dict, version)`; versions rise strictly, and every `Rollout` carries
+the version that produced it. A generate holds the engine's lock from start to end, so a
+weight load issued meanwhile waits: a rollout never mixes versions.
+
+Stored logprobs are log pi_old(o_t | s_t) of the *policy itself*: the log-softmax of the
+raw logits (temperature 1, no top-p), because the learner recomputes log pi_theta with a
+plain forward and the importance ratio must compare like with like. Tokens are *sampled*
+from the tempered, nucleus-truncated distribution; at temperature != 1 or top_p < 1 the
+two differ (as in verl and OpenRLHF, which recompute old logprobs the same way).
+
+Engines: `hf` (below: transformers with a KV cache, CPU by default) and `vllm`
+(`vllm_engine.py`, GPU). `make_engine_group` runs any of them as a group of Ray actors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from pydantic import Field
+
+from rayworks.errors import RayworksError, UnknownNameError
+from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.platform.completion_engine import sample_next
+from rayworks.platform.config import Config
+
+
+class StaleWeightsError(RayworksError):
+    """Weights were offered with a version not newer than the engine's."""
+
+
+class SamplingConfig(Config):
+    """How rollouts are sampled."""
+
+    temperature: float = Field(1.0, ge=0, description="softmax temperature (0 = greedy)")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
+    max_new_tokens: int = Field(64, ge=1, description="tokens generated per completion at most")
+    seed: int | None = Field(None, ge=0, description="seed of the sampling stream (None: fresh)")
+
+
+@dataclass
+class Rollout:
+    """One completion of one prompt.
+
+    `completion_ids` ends with the EOS token when `finished`; its logprob is kept, since
+    stopping is an action the policy learns. `text` is the decoded completion without it.
+    """
+
+    prompt_index: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # log pi_old(completion_ids[t] | prefix), raw logits, temperature 1
+    text: str
+    finished: bool  # stopped at EOS (else at max_new_tokens)
+    version: int
+
+
+class RolloutEngine(Protocol):
+    version: int
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingConfig) -> list[Rollout]:
+        """`len(prompts) * n` rollouts; prompt i's n samples are contiguous, in order."""
+        ...
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Replace the policy's weights; `version` must exceed the current one."""
+        ...
+
+
+ENGINES: dict[str, type] = {}
+ENGINE_MODULES = ("rayworks.pipelines.rl.vllm_engine",)  # imported for their decorators
+
+
+def register_engine(name: str) -> Callable[[type], type]:
+    def decorate(cls: type) -> type:
+        if name in ENGINES and ENGINES[name] is not cls:
+            raise ValueError(f"rollout engine {name!r} is registered twice")
+        ENGINES[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_engine(name: str) -> type:
+    for module in ENGINE_MODULES:
+        importlib.import_module(module)  # cheap: engines import their backends lazily
+    if name not in ENGINES:
+        raise UnknownNameError("rollout engine", name, list(ENGINES))
+    return ENGINES[name]
+
+
+def check_version(current: int, offered: int) -> None:
+    if offered <= current:
+        raise StaleWeightsError(
+            f"weights of version {offered} offered to an engine at version {current}; "
+            "versions must increase strictly (a stale or repeated sync is refused)."
+        )
+
+
+def encode_prompts(tok: Any, prompts: list[str], context: int, max_new: int) -> list[list[int]]:
+    """Token ids per prompt (BOS alone for an empty prompt); error if it cannot fit."""
+    rows = []
+    for i, prompt in enumerate(prompts):
+        ids = tok(prompt).input_ids or [tok.bos_token_id]
+        if ids[0] is None:
+            raise RayworksError(f"prompt {i} is empty and the tokenizer has no BOS token.")
+        if len(ids) + max_new > context:
+            raise RayworksError(
+                f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new} it exceeds "
+                f"the model's context of {context} tokens. Shorten it or lower max_new_tokens."
+            )
+        rows.append(ids)
+    return rows
+
+
+@register_engine("hf")
+class HFEngine:
+    """A transformers causal LM sampled by a batched KV-cache loop (CPU by default)."""
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 1) -> None:
+        torch.set_num_threads(threads)  # two torch threads on busy cores stall (NOTES)
+        self.device = torch.device(device)
+        self.model = load_causal_lm(model_dir).to(self.device).eval()
+        self.tok = load_tokenizer(model_dir)
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
+        extra = getattr(self.model.generation_config, "eos_token_id", None)  # int or list
+        ids = [self.tok.eos_token_id, *(extra if isinstance(extra, list) else [extra])]
+        self.eos = torch.tensor(sorted({i for i in ids if i is not None}), device=self.device)
+        self.version = 0
+        self._lock = threading.Lock()
+
+    def get_version(self) -> int:  # Ray actors expose methods, not attributes
+        return self.version
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        with self._lock:  # waits for a generate in progress
+            check_version(self.version, version)
+            missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+            own = self.model.state_dict()
+            loaded = {own[k].data_ptr() for k in state_dict if k in own}
+            missing = [k for k in missing if own[k].data_ptr() not in loaded]  # tied: fine
+            if missing or unexpected:
+                raise RayworksError(
+                    f"weights of version {version} do not match the model: missing "
+                    f"{missing[:5]}, unexpected {unexpected[:5]}."
+                )
+            self.version = version
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingConfig) -> list[Rollout]:
+        with self._lock:
+            version = self.version
+            encoded = encode_prompts(self.tok, prompts, self.context, sampling.max_new_tokens)
+            batch = [ids for ids in encoded for _ in range(n)]
+            tokens, logprobs, lengths = self._sample(batch, sampling)
+        out = []
+        for row, ids in enumerate(batch):
+            k = int(lengths[row])
+            done = k < tokens.shape[1] or bool(torch.isin(tokens[row, k - 1], self.eos))
+            completion = tokens[row, :k].tolist()
+            text = self.tok.decode(completion, skip_special_tokens=True)
+            out.append(Rollout(row // n, ids, completion, logprobs[row, :k].tolist(),
+                               text, done, version))  # fmt: skip
+        return out
+
+    @torch.no_grad()
+    def _sample(
+        self, rows: list[list[int]], sampling: SamplingConfig
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded batched decoding: (tokens, logprobs) of shape (B, T) and lengths (B,).
+
+        Each row's length counts its tokens up to and including its first EOS.
+        """
+        dev, width = self.device, max(map(len, rows))
+        ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows], device=dev)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=dev)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # each row's positions start at 0
+        gen = torch.Generator(device=dev)
+        if sampling.seed is None:
+            gen.seed()
+        else:
+            gen.manual_seed(sampling.seed)
+        alive = torch.ones(len(rows), dtype=torch.bool, device=dev)
+        lengths = torch.zeros(len(rows), dtype=torch.long, device=dev)
+        tokens, logprobs, cache = [], [], None
+        for _ in range(sampling.max_new_tokens):
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
+                             use_cache=True, logits_to_keep=1)  # fmt: skip
+            logits, cache = out.logits[:, -1].float(), out.cache  # (B, V)
+            nxt = sample_next(logits, sampling.temperature, sampling.top_p, gen)
+            logp = torch.log_softmax(logits, -1).gather(-1, nxt[:, None]).squeeze(-1)
+            tokens.append(nxt)
+            logprobs.append(logp)
+            lengths += alive
+            alive &= ~torch.isin(nxt, self.eos)
+            if not alive.any():
+                break
+            ids, pos = nxt[:, None], pos[:, -1:] + 1
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        return torch.stack(tokens, 1).cpu(), torch.stack(logprobs, 1).cpu(), lengths.cpu()
+
+
+# --- Ray actor group ---------------------------------------------------------------------
+
+
+def make_engine_group(
+    name: str,
+    model_dir: str | Path,
+    num_engines: int,
+    resources: dict[str, float] | None = None,
+    **engine_kwargs: Any,
+) -> list[Any]:
+    """`num_engines` Ray actors of engine `name`, each with `resources` (default 1 CPU)."""
+    import ray
+
+    res = dict(resources or {"CPU": 1})
+    options = {"num_cpus": res.pop("CPU", 1), "num_gpus": res.pop("GPU", 0), "resources": res}
+    actor = ray.remote(get_engine(name)).options(**options)
+    return [actor.remote(str(model_dir), **engine_kwargs) for _ in range(num_engines)]
+
+
+def generate_sharded(
+    group: list[Any], prompts: list[str], n: int, sampling: SamplingConfig
+) -> list[Rollout]:
+    """Split `prompts` into contiguous shards, one per engine; rollouts in prompt order.
+
+    Shard i samples with seed `seed + i`, so the samples depend on the number of engines.
+    """
+    import ray
+
+    size, extra = divmod(len(prompts), len(group))
+    calls, start = [], 0
+    for i, engine in enumerate(group):
+        stop = start + size + (i < extra)
+        if stop > start:
+            seed = None if sampling.seed is None else sampling.seed + i
+            shard = sampling.model_copy(update={"seed": seed})
+            calls.append((start, engine.generate.remote(prompts[start:stop], n, shard)))
+        start = stop
+    out = []
+    for offset, ref in calls:
+        out += [replace(r, prompt_index=r.prompt_index + offset) for r in ray.get(ref)]
+    versions = sorted({r.version for r in out})
+    if len(versions) > 1:
+        raise StaleWeightsError(
+            f"engines answered with weight versions {versions}: sync weights before generating."
+        )
+    return out
+
+
+def sync_weights(group: list[Any], state_dict: dict[str, torch.Tensor], version: int) -> int:
+    """Load `state_dict` as `version` on every engine (one copy in the object store)."""
+    import ray
+
+    ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
+    ray.get([engine.load_weights.remote(ref, version) for engine in group])
+    versions = ray.get([engine.get_version.remote() for engine in group])
+    if set(versions) != {version}:
+        raise StaleWeightsError(f"after syncing version {version} engines report {versions}.")
+    return version
