@@ -26,6 +26,10 @@ class DataConfig(Config):
     val_fraction: float = Field(0.05, gt=0, lt=1, description="share of file documents held out")
     seq_len: int = Field(128, ge=8, description="tokens per training row")
     packing: bool = Field(True, description="pack documents into full rows (else pad per example)")
+    loss_on: Literal["all", "completion"] = Field(
+        "all",
+        description="train on every token, or on task completions only (SFT; needs packing=false)",
+    )
 
 
 class TrainConfig(Config):
@@ -100,6 +104,11 @@ class LMConfig(PipelineConfig):
             )
         if self.data.source == "files" and not self.data.files:
             raise ValueError("data.source=files needs data.files (a list of paths)")
+        if self.data.loss_on == "completion" and (self.data.packing or self.data.source != "task"):
+            raise ValueError(
+                "data.loss_on=completion needs data.source=task and data.packing=false "
+                "(one example per row, so the prompt can be masked)"
+            )
         if self.data.seq_len > self.model.max_seq_len:
             raise ValueError(
                 f"data.seq_len={self.data.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}"

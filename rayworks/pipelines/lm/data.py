@@ -42,50 +42,68 @@ def _pack(docs: list[list[int]], seq_len: int, eos: int) -> torch.Tensor:
 
 
 def _pad(
-    docs: list[list[int]], seq_len: int, eos: int, pad: int
+    docs: list[list[int]], seq_len: int, eos: int, pad: int, prompt_lens: list[int] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One example per row, EOS-terminated and padded; the first `prompt_lens[i]` labels
+    of row i are IGNORE, so the loss covers the completion only (SFT)."""
     ids = torch.full((len(docs), seq_len), pad, dtype=torch.long)
     labels = torch.full((len(docs), seq_len), IGNORE, dtype=torch.long)
     for i, doc in enumerate(docs):
         row = [*doc, eos][:seq_len]
         ids[i, : len(row)] = torch.tensor(row)
         labels[i, : len(row)] = torch.tensor(row)
+        if prompt_lens is not None:
+            labels[i, : prompt_lens[i]] = IGNORE
     return ids, labels
 
 
-def _rows(texts: list[str], tokenizer: Any, cfg: LMConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    docs = tokenizer(texts, add_special_tokens=False)["input_ids"]
+def _rows(
+    pairs: list[tuple[str, str]], tokenizer: Any, cfg: LMConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of (prompt, completion) pairs; file documents come as ("", text)."""
+    if cfg.data.loss_on == "completion":
+        prompts = tokenizer([p for p, _ in pairs], add_special_tokens=False)["input_ids"]
+        comps = tokenizer([c for _, c in pairs], add_special_tokens=False)["input_ids"]
+        docs = [p + c for p, c in zip(prompts, comps, strict=True)]
+        lens = [len(p) for p in prompts]
+        return _pad(docs, cfg.data.seq_len, tokenizer.eos_token_id, tokenizer.pad_token_id, lens)
+    docs = tokenizer([p + c for p, c in pairs], add_special_tokens=False)["input_ids"]
     if cfg.data.packing:
         ids = _pack(docs, cfg.data.seq_len, tokenizer.eos_token_id)
         return ids, ids.clone()
     return _pad(docs, cfg.data.seq_len, tokenizer.eos_token_id, tokenizer.pad_token_id)
 
 
-def load_corpus(
-    cfg: LMConfig,
-) -> tuple[list[str], list[str], list[Example], list[dict[str, str]], int]:
-    """(train texts, val texts, test examples, rejects, rows read) for the configured source."""
+Pairs = list[tuple[str, str]]
+
+
+def load_corpus(cfg: LMConfig) -> tuple[Pairs, Pairs, list[Example], list[dict[str, str]], int]:
+    """(train pairs, val pairs, test examples, rejects, rows read) for the configured source.
+
+    Task examples are (prompt, completion) pairs; file documents are ("", text).
+    """
     if cfg.data.source == "task":
         task = get_task(cfg.data.task)
         train = task.examples(cfg.data.n_train, "train", cfg.seed)
         val = task.examples(cfg.data.n_val, "val", cfg.seed)
         test = task.examples(cfg.data.n_test, "test", cfg.seed) if cfg.data.n_test else []
-        return [e.text for e in train], [e.text for e in val], test, [], len(train) + len(val)
+        pairs = [[(e.prompt, e.completion) for e in split] for split in (train, val)]
+        return pairs[0], pairs[1], test, [], len(train) + len(val)
     corpus = load_texts(cfg.data.files, cfg.data.text_field)
     if len(corpus.texts) < 2:
         raise ValueError(f"data.files yielded {len(corpus.texts)} documents; need at least 2")
     order = torch.randperm(len(corpus.texts), generator=torch.Generator().manual_seed(cfg.seed))
     n_val = max(1, int(len(order) * cfg.data.val_fraction))
-    texts = [corpus.texts[i] for i in order.tolist()]
-    return texts[n_val:], texts[:n_val], [], corpus.rejects, corpus.rows_in
+    docs = [("", corpus.texts[i]) for i in order.tolist()]
+    return docs[n_val:], docs[:n_val], [], corpus.rejects, corpus.rows_in
 
 
 def prepare(cfg: LMConfig, tokenizer: Any = None) -> tuple[Any, LMData]:
     """Tokenize every split, training the tokenizer on the training text unless given one."""
-    train_texts, val_texts, test, rejects, rows_in = load_corpus(cfg)
-    tokenizer = tokenizer or train_tokenizer(cfg.tokenizer, train_texts)
-    train_ids, train_labels = _rows(train_texts, tokenizer, cfg)
-    val_ids, val_labels = _rows(val_texts, tokenizer, cfg)
+    train, val, test, rejects, rows_in = load_corpus(cfg)
+    tokenizer = tokenizer or train_tokenizer(cfg.tokenizer, [p + c for p, c in train])
+    train_ids, train_labels = _rows(train, tokenizer, cfg)
+    val_ids, val_labels = _rows(val, tokenizer, cfg)
     data = LMData(train_ids, train_labels, val_ids, val_labels, test, rejects, rows_in)
     return tokenizer, data
 

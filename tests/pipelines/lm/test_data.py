@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rayworks.data.tasks import Example
+from rayworks.errors import ConfigError
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import (
     IGNORE,
@@ -159,7 +160,7 @@ def test_prepare_returns_test_examples(smoke: LMConfig, prepared) -> None:
 
 def test_prepare_train_rows_are_the_task_text_joined_by_eos(smoke: LMConfig, prepared) -> None:
     tokenizer, data = prepared
-    train_texts = load_corpus(smoke)[0]
+    train_texts = [prompt + completion for prompt, completion in load_corpus(smoke)[0]]
     decoded = tokenizer.decode(data.train_ids.flatten().tolist(), skip_special_tokens=False)
     stream = "".join(text + tokenizer.eos_token for text in train_texts)
     assert stream.startswith(decoded)  # packed rows are the stream, cut at a row boundary
@@ -192,3 +193,24 @@ def test_prepare_is_deterministic(smoke: LMConfig, prepared) -> None:
     assert torch.equal(data.train_ids, again.train_ids)
     assert torch.equal(data.val_ids, again.val_ids)
     assert data.test == again.test
+
+
+def test_completion_only_loss_masks_each_prompt() -> None:
+    cfg = build_config(
+        LMConfig, "smoke", overrides=["data.packing=false", "data.loss_on=completion"]
+    )
+    tokenizer, data = prepare(cfg)
+    train = load_corpus(cfg)[0]
+    fitting = [(i, p, c) for i, (p, c) in enumerate(train) if len(p + c) < cfg.data.seq_len]
+    assert len(fitting) >= 20  # char tokenizer: one token per character
+    for row, prompt, completion in fitting[:20]:
+        n_prompt = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        labels = data.train_labels[row]
+        assert (labels[:n_prompt] == -100).all()
+        kept = labels[labels != -100].tolist()
+        assert tokenizer.decode(kept[:-1]) == completion and kept[-1] == tokenizer.eos_token_id
+
+
+def test_completion_only_loss_requires_unpacked_task_rows() -> None:
+    with pytest.raises(ConfigError, match="loss_on=completion"):
+        build_config(LMConfig, "smoke", overrides=["data.loss_on=completion"])
