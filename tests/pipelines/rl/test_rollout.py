@@ -150,18 +150,25 @@ def test_weight_sync_versions(model_dir):
 
 def test_load_during_generate_waits(model_dir):
     eng = HFEngine(model_dir)
-    eng.model.register_forward_pre_hook(lambda *_: time.sleep(0.01))  # ~0.3 s of decoding
+    forwards: list[float] = []
+
+    def slow_forward(*_):  # ~0.3 s of decoding; remembers when each forward ran
+        time.sleep(0.01)
+        forwards.append(time.perf_counter())
+
+    eng.model.register_forward_pre_hook(slow_forward)
     result, times = {}, {}
 
-    def generate():
-        result["rollouts"] = eng.generate(PROMPTS, 2, SamplingConfig(max_new_tokens=30, seed=0))
-        times["generated"] = time.perf_counter()
-
     def load():
+        times["load_started"] = time.perf_counter()
         eng.load_weights(perturbed(eng.model), version=7)
         times["loaded"] = time.perf_counter()
 
-    gen_thread = threading.Thread(target=generate)
+    gen_thread = threading.Thread(
+        target=lambda: result.update(
+            rollouts=eng.generate(PROMPTS, 2, SamplingConfig(max_new_tokens=30, seed=0))
+        )
+    )
     gen_thread.start()
     while not eng._lock.locked():
         time.sleep(0.001)
@@ -170,7 +177,8 @@ def test_load_during_generate_waits(model_dir):
     gen_thread.join()
     load_thread.join()
     assert {r.version for r in result["rollouts"]} == {0}
-    assert times["loaded"] > times["generated"] and eng.version == 7
+    # The load was issued mid-generation and completed only after its last forward pass.
+    assert times["load_started"] < forwards[-1] < times["loaded"] and eng.version == 7
 
 
 def test_ray_engine_group(ray_session, model_dir):
