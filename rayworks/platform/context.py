@@ -141,18 +141,23 @@ class RunContext:
                 json.dumps({"total": int(total), "description": description or self.pipeline})
             )
 
+    def record(self, step: int, **metrics: Any) -> dict[str, Any]:
+        """Write metrics at `step` to metrics.jsonl and TensorBoard (rank 0 only), no report."""
+        values = {k: _jsonable(v) for k, v in metrics.items()}
+        if self.rank == 0:
+            line = {"step": int(step), "time": time.time(), **values}
+            with self.metrics_path.open("a") as fh:
+                fh.write(json.dumps(line) + "\n")
+            self._tensorboard(step, values)
+        return values
+
     def log(self, step: int, checkpoint: Any = None, **metrics: Any) -> None:
         """Record metrics at `step`; under Tune/Train also report them (and `checkpoint`).
 
         Under Ray Train every rank must call `log` with the same cadence: the report is a
         barrier across ranks. Only rank 0 writes files.
         """
-        values = {k: _jsonable(v) for k, v in metrics.items()}
-        if self.rank == 0:
-            record = {"step": int(step), "time": time.time(), **values}
-            with self.metrics_path.open("a") as fh:
-                fh.write(json.dumps(record) + "\n")
-            self._tensorboard(step, values)
+        values = self.record(step, **metrics)
         numeric = {k: v for k, v in values.items() if isinstance(v, int | float)}
         if self.reporter == "tune":
             from ray import tune
@@ -177,6 +182,12 @@ class RunContext:
         if not self.metrics_path.is_file():
             return []
         return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line]
+
+    def write_jsonl(self, name: str, rows: list[dict[str, Any]]) -> Path:
+        """Write `rows` as artifacts/<name> (one JSON object per line)."""
+        path = self.artifacts_dir / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         clean = {k: _jsonable(v) for k, v in summary.items()}

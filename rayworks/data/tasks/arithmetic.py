@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 
-from rayworks.data.tasks.base import SPLIT_OFFSET, Example, Split, register_task, split_of
+from rayworks.data.tasks.base import Example, Split, draw_examples, register_task
 
 ANSWER_RE = re.compile(r"A:\s*(-?\d+)")
 
@@ -70,21 +70,7 @@ class ArithmeticTask:
         )
 
     def examples(self, n: int, split: Split, seed: int) -> list[Example]:
-        """`n` examples of `split`; val/test prompts are distinct, train may repeat easy ones."""
-        rng = random.Random(seed * 7_919 + SPLIT_OFFSET[split])
-        out: list[Example] = []
-        seen: set[str] = set()
-        attempts = 0
-        while len(out) < n:
-            attempts += 1
-            if attempts > 200 * n + 10_000:
-                raise ValueError(f"could not draw {n} distinct {split} examples")
-            ex = self.make(rng)
-            if split_of(ex.prompt) != split or (split != "train" and ex.prompt in seen):
-                continue
-            seen.add(ex.prompt)
-            out.append(ex)
-        return out
+        return draw_examples(self.make, n, split, seed)
 
     def verify(self, example: Example, completion: str) -> float:
         found = ANSWER_RE.findall(completion)

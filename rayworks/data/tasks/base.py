@@ -11,6 +11,7 @@ only its own prompts — so no test prompt can occur in train, whatever the size
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -38,6 +39,30 @@ class Example:
     @property
     def text(self) -> str:
         return self.prompt + self.completion
+
+
+def draw_examples(
+    make: Callable[[random.Random], Example], n: int, split: Split, seed: int
+) -> list[Example]:
+    """`n` examples of `split` from `make(rng)`, keeping only prompts that hash to `split`.
+
+    Each split has its own seeded stream; val/test prompts are distinct, train may repeat
+    easy ones.
+    """
+    rng = random.Random(seed * 7_919 + SPLIT_OFFSET[split])
+    out: list[Example] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 200 * n + 10_000:
+            raise ValueError(f"could not draw {n} distinct {split} examples")
+        ex = make(rng)
+        if split_of(ex.prompt) != split or (split != "train" and ex.prompt in seen):
+            continue
+        seen.add(ex.prompt)
+        out.append(ex)
+    return out
 
 
 class Task(Protocol):

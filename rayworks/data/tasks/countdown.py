@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from rayworks.data.tasks.base import SPLIT_OFFSET, Example, Split, register_task, split_of
+from rayworks.data.tasks.base import Example, Split, draw_examples, register_task
 
 PROMPT_RE = re.compile(r"reach ([0-9]+) with ((?:[0-9]+ ?)+)")
 TOKEN_RE = re.compile(r"[ \t]*([0-9]+|[-+*/()])")
@@ -212,21 +212,7 @@ class CountdownTask:
             )
 
     def examples(self, n: int, split: Split, seed: int) -> list[Example]:
-        """`n` examples of `split`; val/test prompts are distinct, train may repeat easy ones."""
-        rng = random.Random(seed * 7_919 + SPLIT_OFFSET[split])
-        out: list[Example] = []
-        seen: set[str] = set()
-        attempts = 0
-        while len(out) < n:
-            attempts += 1
-            if attempts > 200 * n + 10_000:
-                raise ValueError(f"could not draw {n} distinct {split} examples")
-            ex = self.make(rng)
-            if split_of(ex.prompt) != split or (split != "train" and ex.prompt in seen):
-                continue
-            seen.add(ex.prompt)
-            out.append(ex)
-        return out
+        return draw_examples(self.make, n, split, seed)
 
     def verify(self, example: Example, completion: str) -> float:
         """1.0 iff the expression after the last "A:" reaches the target using prompt numbers."""

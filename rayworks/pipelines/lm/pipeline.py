@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rayworks.models import load_tokenizer
@@ -19,8 +18,7 @@ def prepare_run(cfg: LMConfig, ctx: RunContext) -> tuple[Any, LMData]:
     tokenizer, data = prepare(cfg, load_tokenizer(tok_dir) if tok_dir.is_dir() else None)
     tokenizer.save_pretrained(tok_dir)
     if data.rejects:
-        with (ctx.artifacts_dir / "rejects.jsonl").open("w") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in data.rejects)
+        ctx.write_jsonl("rejects.jsonl", data.rejects)
     return tokenizer, data
 
 

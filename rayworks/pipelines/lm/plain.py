@@ -7,7 +7,6 @@ DDP, no checkpoints. `rayworks bench lm` compares the two (quality should match)
 
 from __future__ import annotations
 
-import json
 import time
 
 import torch
@@ -77,8 +76,7 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
             model, tokenizer, get_task(cfg.data.task), data.test, cfg.eval.max_new_tokens
         )
         final.update(em)
-        with (ctx.artifacts_dir / "samples.jsonl").open("w") as fh:
-            fh.writelines(json.dumps(s) + "\n" for s in samples)
+        ctx.write_jsonl("samples.jsonl", samples)
     final.update(
         {
             "train_loss": last.get("loss", float("nan")),

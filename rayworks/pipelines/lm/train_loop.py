@@ -226,7 +226,7 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
     ctx.seed_everything(offset=1 + d.rank + start)  # per-rank stream, distinct after resume
     if latest is not None:
         ctx.truncate_metrics(start)
-        ctx.worker("none", d.rank).log(start, resumed_from_step=start)
+        ctx.record(start, resumed_from_step=start)
 
     n_rows, per_rank = len(data.train_ids), cfg.train.batch_size // d.world
     window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
@@ -264,13 +264,12 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
                 data.test,
                 cfg.eval.max_new_tokens,
             )
-            with (ctx.artifacts_dir / "samples.jsonl").open("w") as fh:
-                fh.writelines(json.dumps(s) + "\n" for s in samples)
+            ctx.write_jsonl("samples.jsonl", samples)
         final["exact_match"] = d.total(em.get("exact_match", 0.0))[0]
         final.update({k: v for k, v in em.items() if k != "exact_match"})
     final["train_loss"] = last.get("loss", float("nan"))
     final["tokens_per_s"] = last.get("tokens_per_s", float("nan"))
-    ctx.worker("none", d.rank).log(cfg.train.max_steps, **final)
+    ctx.record(cfg.train.max_steps, **final)  # reported below, with the model
     model_dir = ctx.artifacts_dir / "model"
     if d.rank == 0:
         learner.module.save_pretrained(model_dir)
