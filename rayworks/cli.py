@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE"
     )
+    p.add_argument(
+        "--no-ablations",
+        dest="ablations",
+        action="store_false",
+        help="bench only the method and its baselines, not the pipeline's registered ablations",
+    )
     _add_address(p)
     _add_runs_dir(p)
 
@@ -291,6 +297,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = bench.bench(
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
+        ablations=args.ablations,
     )  # fmt: skip
     console.print(result.markdown)
     console.print(f"written to {result.out_dir}")

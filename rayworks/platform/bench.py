@@ -1,12 +1,29 @@
-"""`rayworks bench NAME`: a pipeline beside its baseline(s) on the same data, seeds and budget.
+"""`rayworks bench NAME`: a pipeline beside its baseline(s) and ablations on the same seeds.
 
-Every (arm, seed) pair is one run with the same preset and overrides plus `seed=s`, run as
-a Ray task; as many run side by side as the cluster's CPUs hold (method and baselines
-interleaved in submission order). The headline metric is reported per arm as mean and 95% t-interval over seeds, with
-the ratio of the method's mean to each baseline's. Outputs (`runs/bench/NAME/<id>/`):
-`bench.md` (command line, then the table), `bench.json`, `bench.png`, and `runs/` with
-every arm's run directory. `rayworks demo` benches every method with its smoke preset and
-renders one HTML report.
+Arms, in this order: the method NAME, its baselines (role "baseline"), then one arm per
+ablation the pipeline registers (role "ablation", named `NAME[label]`: pipeline NAME with
+the ablation's overrides after the bench's; `--no-ablations` leaves them out). Every
+(arm, seed) pair is one run with the same preset and overrides plus `seed=s`; all of them
+are validated before Ray starts, then run as Ray tasks, as many side by side as the
+cluster's CPUs hold (arms interleaved in submission order).
+
+The headline metric is reported per arm as mean and 95% t-interval over seeds. `ratio` in
+bench.json is the method's mean over the first baseline's; the table's ratio column gives,
+for the method and every ablation row, that row's mean over each baseline's mean (baseline
+rows show "-"), so an ablation's ratio reads directly against the method's. Each of the
+pipeline's `report` keys adds a `mean [lo, hi]` column (summaries lacking the key count as
+NaN and are skipped). Failed runs are listed under the table and count in no statistic.
+
+Curves: the headline key's (step, value) records are read from each completed run's
+metrics.jsonl (the last value logged at a step wins) and tabulated per step as
+`mean [lo, hi] (n)` over the seeds that logged a finite value there ('-' where an arm
+logged nothing), over the union of all arms' steps. They are skipped when no run logged
+the key at more than one step.
+
+Outputs (`runs/bench/NAME/<id>/`): `bench.md` (command line, table, failures, curve
+table), `bench.json`, `bench.png`, `curve.png` (when there are curves) and `runs/` with
+every run directory (ablation runs under `runs/ablation/<label>/`). `rayworks demo` benches
+every method with its smoke preset and renders one HTML report.
 """
 
 from __future__ import annotations
@@ -14,19 +31,23 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.progress import Progress
 
 from rayworks.errors import ConfigError
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import build_config
+from rayworks.platform.config import PipelineConfig, build_config
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
-from rayworks.platform.registry import all_pipelines, baseline_names, get_pipeline
+from rayworks.platform.registry import PipelineSpec, all_pipelines, baseline_names, get_pipeline
+
+Role = Literal["method", "baseline", "ablation"]
+Stat = dict[str, Any]  # {"values": [...], "mean": m, "ci95": [lo, hi]}
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (normal beyond 30).
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -58,11 +79,113 @@ class BenchResult:
     data: dict[str, Any]
 
 
-def _arms(name: str) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Arm:
+    """One bench arm: `pipeline` run with the bench's overrides, then `overrides`."""
+
+    name: str
+    role: Role
+    pipeline: str
+    overrides: tuple[str, ...] = ()
+    label: str = ""  # the ablation's label; empty for the method and baselines
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One validated (arm, seed) run, ready to submit."""
+
+    arm: Arm
+    spec: PipelineSpec
+    cfg: PipelineConfig
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished run: its summary, or its error when it failed, and its metrics log."""
+
+    arm: str
+    seed: int
+    summary: dict[str, Any] | None
+    error: str | None
+    metrics_path: Path
+
+
+def plan_arms(name: str, ablations: bool = True) -> list[Arm]:
+    """The method, its baselines, then (with `ablations`) one arm per registered ablation."""
     spec = get_pipeline(name)
     if not spec.baselines:
         raise ConfigError(f"pipeline {name!r} declares no baseline to bench against.")
-    return [(name, "method")] + [(b, "baseline") for b in spec.baselines]
+    arms = [Arm(name, "method", name)] + [Arm(b, "baseline", b) for b in spec.baselines]
+    if ablations:
+        arms += [
+            Arm(f"{name}[{label}]", "ablation", name, overrides, label)
+            for label, overrides in spec.ablations.items()
+        ]
+    return arms
+
+
+def plan_runs(
+    arms: Sequence[Arm], seeds: int, preset: str, overrides: Sequence[str] = ()
+) -> list[PlannedRun]:
+    """Every seed x arm config, validated now (before Ray starts), arms interleaved by seed."""
+    if seeds < 1:
+        raise ConfigError(f"--seeds={seeds} is invalid: need at least 1 seed.")
+    plan = []
+    for seed in range(seeds):
+        for arm in arms:
+            spec = get_pipeline(arm.pipeline)
+            layers = [*overrides, *arm.overrides, f"seed={seed}"]
+            try:
+                cfg = build_config(spec.config, preset, (), layers)
+            except ConfigError as exc:
+                if arm.role != "ablation":
+                    raise
+                raise ConfigError(f"ablation {arm.label!r} of {arm.pipeline!r}: {exc}") from None
+            plan.append(PlannedRun(arm, spec, cfg))
+    return plan
+
+
+def _runs_root(out_dir: Path, arm: Arm) -> Path:
+    """Where an arm's run dirs go: ablations apart, so `runs/NAME/` holds only the method."""
+    runs = out_dir / "runs"
+    return runs / "ablation" / arm.label if arm.role == "ablation" else runs
+
+
+def execute(
+    plan: Sequence[PlannedRun], out_dir: Path, title: str, console: Console | None = None
+) -> list[Outcome]:
+    """Run the plan on Ray, only as many at once as the cluster's CPUs hold.
+
+    Queued Train worker groups would otherwise time out and retry, and idle drivers would
+    compete for CPU. A failed run comes back with its error, it is not raised.
+    """
+    import ray
+
+    need = max(resources_of(r.spec, r.cfg).get("CPU", 1) or 1 for r in plan)
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // need))
+    queue = list(plan)
+    started: dict[Any, tuple[PlannedRun, Path]] = {}
+    outcomes: list[Outcome] = []
+    with Progress(console=console, transient=False) as progress:
+        task = progress.add_task(title, total=len(plan))
+        pending: list[Any] = []
+        while queue or pending:
+            while queue and len(pending) < slots:
+                run = queue.pop(0)
+                ctx = RunContext.create(run.spec.name, run.cfg, _runs_root(out_dir, run.arm))
+                ref = remote_run(run.spec, run.cfg, ctx)
+                started[ref] = (run, ctx.metrics_path)
+                pending.append(ref)
+            done, pending = ray.wait(pending, num_returns=1)
+            run, metrics_path = started[done[0]]
+            summary, error = None, None
+            try:
+                summary = ray.get(done[0])
+            except Exception as exc:  # a failed run is reported in the table, not hidden
+                error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            outcomes.append(Outcome(run.arm.name, run.cfg.seed, summary, error, metrics_path))
+            progress.advance(task)
+    return outcomes
 
 
 def bench(
@@ -74,108 +197,202 @@ def bench(
     address: str | None = None,
     command: str | None = None,
     console: Console | None = None,
+    ablations: bool = True,
 ) -> BenchResult:
-    if seeds < 1:
-        raise ConfigError(f"--seeds={seeds} is invalid: need at least 1 seed.")
-    arms = _arms(name)
-    key, mode = get_pipeline(name).headline
-    plan = []  # every seed x arm config, validated before Ray starts; arms interleaved
-    for seed in range(seeds):
-        for arm, role in arms:
-            spec = get_pipeline(arm)
-            cfg = build_config(spec.config, preset, (), [*overrides, f"seed={seed}"])
-            plan.append((spec, role, cfg))
-
-    import ray
+    """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations)."""
+    arms = plan_arms(name, ablations)
+    plan = plan_runs(arms, seeds, preset, overrides)
+    spec = get_pipeline(name)
 
     connect(address)
     out_dir = (Path(runs_dir or default_runs_dir()) / "bench" / name / new_run_id()).absolute()
-    # Start only as many runs as the cluster's CPUs hold at once: queued Train worker
-    # groups would otherwise time out and retry, and idle drivers would compete for CPU.
-    need = max(resources_of(spec, cfg).get("CPU", 1) or 1 for spec, _, cfg in plan)
-    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // need))
-    queue = list(plan)
-    refs: dict[Any, tuple[str, str, int]] = {}
-    values: dict[str, list[float]] = {arm: [] for arm, _ in arms}
-    failures = []
-    with Progress(console=console, transient=False) as progress:
-        task = progress.add_task(f"bench {name}", total=len(plan))
-        pending: list[Any] = []
-        while queue or pending:
-            while queue and len(pending) < slots:
-                spec, role, cfg = queue.pop(0)
-                ref = remote_run(spec, cfg, RunContext.create(spec.name, cfg, out_dir / "runs"))
-                refs[ref] = (spec.name, role, cfg.seed)
-                pending.append(ref)
-            done, pending = ray.wait(pending, num_returns=1)
-            arm, _, seed = refs[done[0]]
-            try:
-                summary = ray.get(done[0])
-                values[arm].append(float(summary.get(key, float("nan"))))
-            except Exception as exc:  # a failed run is reported in the table, not hidden
-                failures.append(
-                    f"{arm} seed {seed}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-                )
-            progress.advance(task)
-    data = summarize(name, key, mode, arms, values, command or f"rayworks bench {name}", failures)
+    outcomes = execute(plan, out_dir, f"bench {name}", console)
+    data = summarize_outcomes(spec, arms, outcomes, command or f"rayworks bench {name}")
     markdown = write_outputs(out_dir, data)
     return BenchResult(out_dir, markdown, data)
 
 
+def summarize_outcomes(
+    spec: PipelineSpec, arms: Sequence[Arm], outcomes: Sequence[Outcome], command: str
+) -> dict[str, Any]:
+    """bench.json's content from finished runs: completed runs count, failed ones are listed."""
+    key, mode = spec.headline
+    keys = (key, *spec.report)
+    found: dict[str, dict[str, list[float]]] = {a.name: {k: [] for k in keys} for a in arms}
+    paths: dict[str, list[Path]] = {a.name: [] for a in arms}
+    for o in outcomes:
+        if o.summary is None:
+            continue
+        for k in keys:
+            found[o.arm][k].append(_number(o.summary.get(k)))
+        paths[o.arm].append(o.metrics_path)
+    failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
+    return summarize(
+        spec.name, key, mode, [(a.name, a.role) for a in arms],
+        {arm: by_key[key] for arm, by_key in found.items()}, command, failures,
+        report=spec.report, secondary=found, curves=curves(key, paths),
+    )  # fmt: skip
+
+
+def _number(value: Any) -> float:
+    """A summary or metrics value as a float; missing or non-numeric values are NaN.
+
+    RunContext writes non-finite floats as the strings 'nan'/'inf', which float() reads.
+    """
+    if isinstance(value, bool):
+        return float("nan")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def stat(values: list[float]) -> Stat:
+    """Values with their mean and 95% t-interval, as stored in bench.json."""
+    mean, ci = mean_ci(values)
+    return {"values": values, "mean": mean, "ci95": list(ci)}
+
+
 def summarize(
-    name: str, key: str, mode: str, arms: list[tuple[str, str]], values: dict[str, list[float]],
-    command: str, failures: list[str],
+    name: str, key: str, mode: str, arms: Sequence[tuple[str, str]],
+    values: Mapping[str, list[float]], command: str, failures: list[str], *,
+    report: Sequence[str] = (), secondary: Mapping[str, Mapping[str, list[float]]] | None = None,
+    curves: Mapping[str, Mapping[str, Stat]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
+    """bench.json's content: per-arm headline and `report` statistics, ratio and curves.
+
+    `arms` is (name, role) in table order, the method first; `secondary[arm][k]` holds the
+    per-seed values of report key `k` (absent: none); `curves` (see `curves()`) is stored
+    in the same arm order.
+    """
     rows = []
     for arm, role in arms:
-        mean, ci = mean_ci(values[arm])
+        extra = (secondary or {}).get(arm, {})
         rows.append(
-            {"name": arm, "role": role, "values": values[arm], "mean": mean, "ci95": list(ci)}
-        )
+            {"name": arm, "role": role, **stat(list(values[arm])),
+             "secondary": {k: stat(list(extra.get(k, []))) for k in report}}
+        )  # fmt: skip
     base = next((r for r in rows if r["role"] == "baseline"), None)
     ratio = rows[0]["mean"] / base["mean"] if base and base["mean"] not in (0, None) else None
-    return {"pipeline": name, "headline": [key, mode], "command": command, "arms": rows,
-            "ratio": ratio, "failures": failures}  # fmt: skip
+    return {"pipeline": name, "headline": [key, mode], "report": list(report),
+            "command": command, "arms": rows, "ratio": ratio, "failures": failures,
+            "curves": {a: dict(curves[a]) for a, _ in arms if curves and a in curves}}  # fmt: skip
+
+
+def read_metric(path: Path, key: str) -> dict[int, float]:
+    """`{step: value}` of `key` in one metrics.jsonl; the last value logged at a step wins.
+
+    A missing file, malformed lines and lines without `key` or a numeric step are skipped.
+    """
+    out: dict[int, float] = {}
+    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict) or key not in rec:
+            continue
+        step = _number(rec.get("step"))
+        if math.isfinite(step):
+            out[int(step)] = _number(rec[key])
+    return out
+
+
+def curves(key: str, paths: Mapping[str, Sequence[Path]]) -> dict[str, dict[str, Stat]]:
+    """Per arm, per step (a string, as in JSON), the statistics of `key` over its runs.
+
+    `paths` maps an arm to its runs' metrics.jsonl files. Empty when no run logged `key`
+    at more than one step: a single point is no curve.
+    """
+    logs = {arm: [read_metric(p, key) for p in files] for arm, files in paths.items()}
+    if not any(len(log) > 1 for runs in logs.values() for log in runs):
+        return {}
+    out: dict[str, dict[str, Stat]] = {}
+    for arm, runs in logs.items():
+        steps = sorted({s for log in runs for s in log})
+        out[arm] = {str(s): stat([log[s] for log in runs if s in log]) for s in steps}
+    return out
 
 
 def _fmt(x: float) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
+def _ci(s: Stat) -> str:
+    lo, hi = s["ci95"]
+    return f"{_fmt(s['mean'])} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _ratios(row: dict[str, Any], base_means: dict[str, float]) -> str:
+    """The ratio cell: '-' for a baseline, else this row's mean over each baseline's."""
+    if row["role"] == "baseline":
+        return "-"
+    return ", ".join(
+        f"{_fmt(row['mean'] / m) if m else 'nan'} vs {b}" for b, m in base_means.items()
+    )
+
+
 def to_markdown(data: dict[str, Any]) -> str:
+    """The command line, the arms table, failed runs, then the curve table (if any)."""
     key, mode = data["headline"]
-    lines = [f"`{data['command']}`", "",
-             f"| arm | role | {key} ({mode}) mean | 95% CI | seeds | ratio to baseline |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    report = data.get("report", [])
+    head = ["arm", "role", f"{key} ({mode}) mean", "95% CI", "seeds", "ratio to baseline"]
+    head += [f"{k} mean [95% CI]" for k in report]
+    lines = [f"`{data['command']}`", "", _md_row(head), _md_row(["---"] * len(head))]
     base_means = {r["name"]: r["mean"] for r in data["arms"] if r["role"] == "baseline"}
-    method = data["arms"][0]["mean"]
     for row in data["arms"]:
-        ratio = (
-            "-"
-            if row["role"] == "baseline"
-            else ", ".join(
-                f"{_fmt(method / m) if m else 'nan'} vs {b}" for b, m in base_means.items()
-            )
-        )
         lo, hi = row["ci95"]
-        lines.append(
-            f"| {row['name']} | {row['role']} | {_fmt(row['mean'])} | [{_fmt(lo)}, {_fmt(hi)}] "
-            f"| {len(row['values'])} | {ratio} |"
-        )
+        cells = [row["name"], row["role"], _fmt(row["mean"]), f"[{_fmt(lo)}, {_fmt(hi)}]",
+                 str(len(row["values"])), _ratios(row, base_means)]  # fmt: skip
+        cells += [_ci(row["secondary"][k]) for k in report]
+        lines.append(_md_row(cells))
     lines += [f"\nfailed runs: {f}" for f in data["failures"]]
+    if data.get("curves"):
+        lines += ["", curve_markdown(key, data["curves"])]
     return "\n".join(lines) + "\n"
 
 
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def curve_markdown(key: str, curves: Mapping[str, Mapping[str, Stat]]) -> str:
+    """Table "KEY vs step": one row per step of any arm, `mean [lo, hi] (n)` per arm.
+
+    n counts the seeds with a finite value at that step; '-' marks an arm without one.
+    """
+    arms = list(curves)
+    steps = sorted({int(s) for c in curves.values() for s in c})
+    lines = [f"**{key} vs step** (mean [95% CI] (n seeds))", "", _md_row(["step", *arms]),
+             _md_row(["---"] * (len(arms) + 1))]  # fmt: skip
+    for step in steps:
+        cells = [str(step)]
+        for arm in arms:
+            s = curves[arm].get(str(step))
+            n = sum(math.isfinite(v) for v in s["values"]) if s else 0
+            cells.append(f"{_ci(s)} ({n})" if s else "-")
+        lines.append(_md_row(cells))
+    return "\n".join(lines)
+
+
 def write_outputs(out_dir: Path, data: dict[str, Any]) -> str:
+    """Write bench.md, bench.json, bench.png and (with curves) curve.png; return the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = to_markdown(data)
     (out_dir / "bench.md").write_text(markdown)
     (out_dir / "bench.json").write_text(json.dumps(data, indent=2))
     plot(out_dir / "bench.png", data)
+    if data.get("curves"):
+        plot_curves(out_dir / "curve.png", data)
     return markdown
 
 
+ROLE_COLORS = {"method": "tab:blue", "baseline": "tab:gray", "ablation": "tab:orange"}
+
+
 def plot(path: Path, data: dict[str, Any]) -> None:
+    """Bar per arm: mean with its 95% CI, each seed's value as a dot."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(1.6 + 1.4 * len(data["arms"]), 3.2))
@@ -184,13 +401,39 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     means = [r["mean"] for r in data["arms"]]
     errs = [[m - r["ci95"][0] for m, r in zip(means, data["arms"], strict=True)],
             [r["ci95"][1] - m for m, r in zip(means, data["arms"], strict=True)]]  # fmt: skip
-    colors = ["tab:blue" if r["role"] == "method" else "tab:gray" for r in data["arms"]]
+    colors = [ROLE_COLORS[r["role"]] for r in data["arms"]]
     ax.bar(names, means, yerr=errs, capsize=6, color=colors)
     for i, row in enumerate(data["arms"]):
         ax.scatter([i] * len(row["values"]), row["values"], color="black", s=12, zorder=3)
     key, mode = data["headline"]
     ax.set_ylabel(f"{key} ({'higher' if mode == 'max' else 'lower'} is better)")
     ax.set_title(f"{data['pipeline']}: mean and 95% CI over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def plot_curves(path: Path, data: dict[str, Any]) -> None:
+    """Headline vs step: a line per arm (mean over seeds) in a shaded 95% CI band."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.8))
+    ax = fig.add_subplot()
+    roles = {r["name"]: r["role"] for r in data["arms"]}
+    for arm, curve in data["curves"].items():
+        if not curve:
+            continue
+        steps = sorted(curve, key=int)
+        x = [int(s) for s in steps]
+        mean = [curve[s]["mean"] for s in steps]
+        lo, hi = ([curve[s]["ci95"][i] for s in steps] for i in (0, 1))
+        style = "--" if roles.get(arm) == "ablation" else "-"
+        (line,) = ax.plot(x, mean, style, marker="o", markersize=3, label=arm)
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    key, mode = data["headline"]
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"{key} ({'higher' if mode == 'max' else 'lower'} is better)")
+    ax.set_title(f"{data['pipeline']}: {key} vs step, mean and 95% CI over seeds")
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

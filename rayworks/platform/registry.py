@@ -4,21 +4,25 @@ A pipeline is a function `run(cfg, ctx) -> dict[str, float]` plus its typed conf
 registered by name with its kind (`task`: launched as one Ray task with `resources`;
 `job`: a driver that creates its own actors/trainers), its baseline(s) and its headline
 metric (`(key, "max" | "min")`), which `rayworks bench` compares against the baseline.
+`ablations` (label -> extra `--set` overrides) add one bench arm each, and `report` names
+secondary summary keys that bench tabulates beside the headline.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rayworks.errors import UnknownNameError
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.errors import ConfigError, UnknownNameError
+from rayworks.platform.config import Config, PipelineConfig, parse_override
 
 Kind = Literal["task", "job"]
 Mode = Literal["max", "min"]
+LABEL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class PipelineSpec:
     headline: tuple[str, Mode]
     description: str
     resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1})
+    ablations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    report: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,36 @@ def _first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
 
 
+def _as_tuple(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """One string or several as a tuple (a bare string is one item, not its characters)."""
+    return (value,) if isinstance(value, str) else tuple(value or ())
+
+
+def _check_ablations(
+    name: str, ablations: dict[str, str | tuple[str, ...]] | None
+) -> dict[str, tuple[str, ...]]:
+    """Ablations with simple labels (they name bench arms and folders) and KEY=VALUE overrides.
+
+    Only the override syntax is checked here; keys and values are validated against the
+    config by `rayworks bench` before any run starts.
+    """
+    checked: dict[str, tuple[str, ...]] = {}
+    for label, overrides in (ablations or {}).items():
+        if not isinstance(label, str) or not LABEL.fullmatch(label):
+            raise ValueError(
+                f"pipeline {name!r}: ablation label {label!r} must be letters, digits, '-' or '_'"
+            )
+        checked[label] = _as_tuple(overrides)
+        if not checked[label]:
+            raise ValueError(f"pipeline {name!r}: ablation {label!r} has no overrides")
+        for text in checked[label]:
+            try:
+                parse_override(text)
+            except ConfigError as exc:
+                raise ValueError(f"pipeline {name!r}: ablation {label!r}: {exc}") from None
+    return checked
+
+
 def pipeline(
     name: str,
     *,
@@ -57,17 +93,25 @@ def pipeline(
     baseline: str | tuple[str, ...] | None = None,
     headline: tuple[str, Mode] = ("val_loss", "min"),
     resources: dict[str, float] | None = None,
+    ablations: dict[str, str | tuple[str, ...]] | None = None,
+    report: str | tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
-    """Register `fn` as pipeline `name`. The docstring's first line is its description."""
+    """Register `fn` as pipeline `name`. The docstring's first line is its description.
+
+    `ablations` maps a label to the extra `--set` overrides of that ablation (bench arm
+    `name[label]`); `report` lists secondary summary keys bench shows beside the headline.
+    """
     if headline[1] not in ("max", "min"):
         raise ValueError(f"headline mode must be 'max' or 'min', got {headline[1]!r}")
     if "smoke" not in config.presets:
         raise ValueError(f"pipeline {name!r}: {config.__name__} must define a 'smoke' preset")
+    checked_ablations = _check_ablations(name, ablations)
+    report_keys = _as_tuple(report)
 
     def decorate(fn: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         if name in PIPELINES and PIPELINES[name].fn is not fn:
             raise ValueError(f"pipeline {name!r} is registered twice")
-        baselines = (baseline,) if isinstance(baseline, str) else tuple(baseline or ())
+        baselines = _as_tuple(baseline)
         PIPELINES[name] = PipelineSpec(
             name=name,
             fn=fn,
@@ -77,6 +121,8 @@ def pipeline(
             headline=headline,
             description=_first_line(fn.__doc__),
             resources=dict(resources or {"CPU": 1}),
+            ablations=checked_ablations,
+            report=report_keys,
         )
         return fn
 

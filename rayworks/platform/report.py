@@ -4,7 +4,8 @@ Inputs are run dirs (holding config.yaml), bench dirs (holding bench.json) or an
 above them (`runs/`, `runs/lm/`), which is expanded to every run/bench dir below it.
 Plots are drawn on matplotlib's Agg canvas (no pyplot, no global backend change) and
 embedded as base64 `data:` URIs, as are the PNGs in each run's `artifacts/` and each
-bench's bench.png, so the single index.html can be shared as it is (no JS, no network).
+bench's bench.png and curve.png, so the single index.html can be shared as it is (no JS,
+no network).
 Malformed metrics lines are skipped, counted and shown; they never abort the report.
 """
 
@@ -250,8 +251,9 @@ def _bench(path: Path, rows: list[list[Any]]) -> str:
     arm_rows = [[a.get("name"), a.get("role"), _ci(a), a.get("values")] for a in arms]
     html += _table(["arm", "role", f"{key} mean [95% CI]", "per-seed values"], arm_rows)
     html += f"<p>ratio method / baseline: <b>{escape(ratio_text)}</b></p>"
-    if (path / "bench.png").is_file():
-        html += _img((path / "bench.png").read_bytes(), f"bench plot {name}")
+    for png, alt in (("bench.png", "bench plot"), ("curve.png", "bench curve")):
+        if (path / png).is_file():
+            html += _img((path / png).read_bytes(), f"{alt} {name}")
     if (path / "bench.md").is_file():
         md = escape((path / "bench.md").read_text(errors="replace"))
         html += f"<details><summary>bench.md</summary><pre>{md}</pre></details>"

@@ -1,14 +1,52 @@
-"""bench: statistics, the written table, and lm against its plain baseline on Ray."""
+"""bench: statistics, arms and ablations, secondary metrics, curves, the written table,
+and lm against its plain baseline (plus an ablation) on Ray."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from rayworks.errors import ConfigError
-from rayworks.platform import bench
+from rayworks.platform import bench, registry
+from rayworks.platform.config import PipelineConfig
+from rayworks.platform.report import render_report
+
+PNG_SIG = b"\x89PNG\r\n\x1a\n"
+
+
+class ToyConfig(PipelineConfig):
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"lr": 0.1}}
+    lr: float = 0.01
+    momentum: float = 0.9
+    clip: float = 1.0
+
+
+@pytest.fixture
+def toy_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`toymethod` (baseline `toybase`, two ablations) in a throwaway copy of the registry.
+
+    The copy is restored at teardown, so nothing leaks into `rayworks list` or demo.
+    """
+    monkeypatch.setattr(registry, "load_all", lambda: None)
+    monkeypatch.setattr(registry, "PIPELINES", dict(registry.PIPELINES))
+    registry.pipeline("toybase", config=ToyConfig, headline=("acc", "max"))(lambda cfg, ctx: {})
+    registry.pipeline(
+        "toymethod", config=ToyConfig, baseline="toybase", headline=("acc", "max"),
+        ablations={"no-momentum": ("momentum=0",), "no-clip": ("clip=0", "lr=0.5")},
+        report=("entropy", "sigma"),
+    )(lambda cfg, ctx: {})  # fmt: skip
+
+
+def write_metrics(path: Path, lines: list[Any]) -> Path:
+    """A metrics.jsonl with these records (strings are written as they are: malformed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
 
 
 def test_mean_ci_matches_the_t_interval():
@@ -35,14 +73,217 @@ def test_pipeline_without_baseline_is_refused():
         bench.bench("lm_plain", seeds=1)
 
 
-def test_lm_matches_its_plain_pytorch_baseline(ray_session, tmp_path):
+def test_lm_matches_its_plain_pytorch_baseline(ray_session, tmp_path, monkeypatch):
+    # An ablation that validates every 5 steps gives lm[eval5] a val_loss curve (steps 5, 10);
+    # the ablation's config travels to the worker, which needs no registry entry for it.
+    lm = registry.get_pipeline("lm")
+    with_ablation = dataclasses.replace(
+        lm, ablations={"eval5": ("train.eval_every=5",)}, report=("val_ppl",)
+    )
+    monkeypatch.setitem(registry.PIPELINES, "lm", with_ablation)
     result = bench.bench(
         "lm", seeds=1, preset="smoke", overrides=["train.max_steps=10"], runs_dir=tmp_path
     )
     data = json.loads((result.out_dir / "bench.json").read_text())
-    assert [a["name"] for a in data["arms"]] == ["lm", "lm_plain"]
+    assert [(a["name"], a["role"]) for a in data["arms"]] == [
+        ("lm", "method"), ("lm_plain", "baseline"), ("lm[eval5]", "ablation"),
+    ]  # fmt: skip
     assert all(len(a["values"]) == 1 and math.isfinite(a["values"][0]) for a in data["arms"])
     # Same data order, init and schedule: DDP over two workers reproduces the plain loop.
     assert data["ratio"] == pytest.approx(1.0, abs=0.01)
-    assert (result.out_dir / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(list((result.out_dir / "runs").glob("*/*/summary.json"))) == 2
+    assert data["arms"][2]["values"] == pytest.approx(data["arms"][0]["values"])
+    ppl = data["arms"][0]["secondary"]["val_ppl"]
+    assert ppl["mean"] == pytest.approx(math.exp(data["arms"][0]["mean"]), rel=1e-3)
+    assert list(data["curves"]["lm[eval5]"]) == ["5", "10"] and list(data["curves"]["lm"]) == ["10"]
+    assert "**val_loss vs step**" in result.markdown
+    for png in ("bench.png", "curve.png"):
+        assert (result.out_dir / png).read_bytes()[:8] == PNG_SIG
+    runs = result.out_dir / "runs"
+    assert len(list(runs.glob("*/*/summary.json"))) == 2
+    assert len(list(runs.glob("ablation/eval5/lm/*/summary.json"))) == 1
+
+
+def test_registration_validates_ablations_and_normalizes_report():
+    with pytest.raises(ValueError, match="ablation label 'no mask'"):
+        registry.pipeline("x", config=ToyConfig, ablations={"no mask": ("lr=0",)})
+    with pytest.raises(ValueError, match=r"ablation 'a'.*bad override 'lr'"):
+        registry.pipeline("x", config=ToyConfig, ablations={"a": ("lr",)})
+
+
+def test_new_spec_fields_default_to_empty_and_accept_single_strings(toy_registry):
+    assert registry.PIPELINES["toybase"].ablations == {}
+    assert registry.PIPELINES["toybase"].report == ()
+    registry.pipeline("one", config=ToyConfig, ablations={"a": "lr=0"}, report="acc")(
+        lambda cfg, ctx: {}
+    )
+    assert registry.PIPELINES["one"].ablations == {"a": ("lr=0",)}
+    assert registry.PIPELINES["one"].report == ("acc",)
+
+
+def test_ablation_arms_are_planned_with_merged_overrides(toy_registry):
+    arms = bench.plan_arms("toymethod")
+    assert [(a.name, a.role, a.pipeline) for a in arms] == [
+        ("toymethod", "method", "toymethod"),
+        ("toybase", "baseline", "toybase"),
+        ("toymethod[no-momentum]", "ablation", "toymethod"),
+        ("toymethod[no-clip]", "ablation", "toymethod"),
+    ]
+    assert [a.name for a in bench.plan_arms("toymethod", ablations=False)] == [
+        "toymethod", "toybase",
+    ]  # fmt: skip
+    plan = bench.plan_runs(arms, seeds=2, preset="smoke", overrides=["lr=0.2", "clip=3"])
+    # Interleaved by seed; each ablation = the bench's overrides, then its own, then the seed.
+    assert [(r.arm.name, r.cfg.seed) for r in plan] == [(a.name, s) for s in range(2) for a in arms]
+    by_arm = {r.arm.name: r.cfg for r in plan if r.cfg.seed == 1}
+    assert (by_arm["toymethod"].lr, by_arm["toymethod"].momentum, by_arm["toymethod"].clip) == (
+        0.2, 0.9, 3.0,
+    )  # fmt: skip
+    assert (by_arm["toymethod[no-momentum]"].momentum, by_arm["toymethod[no-momentum]"].lr) == (
+        0.0, 0.2,
+    )  # fmt: skip
+    assert (by_arm["toymethod[no-clip]"].clip, by_arm["toymethod[no-clip]"].lr) == (0.0, 0.5)
+    assert all(r.spec.name == r.arm.pipeline for r in plan)
+
+
+def test_bad_ablation_key_fails_before_ray_starts(toy_registry, monkeypatch):
+    registry.pipeline(
+        "typo", config=ToyConfig, baseline="toybase", ablations={"nomom": ("momentun=0",)}
+    )(lambda cfg, ctx: {})
+
+    def no_ray(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("Ray was contacted before the configs were validated")
+
+    monkeypatch.setattr(bench, "connect", no_ray)
+    with pytest.raises(ConfigError, match=r"ablation 'nomom'.*unknown key 'momentun'"):
+        bench.bench("typo", seeds=2)
+    with pytest.raises(AssertionError, match="Ray was contacted"):  # the flag skips it
+        bench.bench("typo", seeds=2, ablations=False)
+
+
+def test_secondary_columns_show_mean_and_ci(toy_registry, tmp_path):
+    spec = registry.PIPELINES["toymethod"]
+    arms = bench.plan_arms("toymethod", ablations=False)
+    summaries = {
+        ("toymethod", 0): {"acc": 0.8, "entropy": 1.0, "sigma": 0.5},
+        ("toymethod", 1): {"acc": 0.9, "entropy": 2.0},  # no sigma: NaN, skipped
+        ("toymethod", 2): {"acc": 0.7, "entropy": 3.0, "sigma": "nan"},
+        ("toybase", 0): {"acc": 0.4, "entropy": 5.0, "sigma": 0.1},
+        ("toybase", 1): {"acc": 0.5, "entropy": 7.0, "sigma": 0.3},
+    }
+    outcomes = [
+        bench.Outcome(arm, seed, summary, None, tmp_path / "none.jsonl")
+        for (arm, seed), summary in summaries.items()
+    ]
+    outcomes.append(bench.Outcome("toybase", 2, None, "RuntimeError: boom", tmp_path / "x"))
+    data = bench.summarize_outcomes(spec, arms, outcomes, "rayworks bench toymethod")
+    method, base = data["arms"]
+    assert data["report"] == ["entropy", "sigma"]
+    assert method["secondary"]["entropy"]["mean"] == pytest.approx(2.0)
+    half = 4.303 * 1.0 / math.sqrt(3)
+    assert method["secondary"]["entropy"]["ci95"] == pytest.approx([2.0 - half, 2.0 + half])
+    sigma = method["secondary"]["sigma"]
+    assert sigma["mean"] == 0.5 and sigma["ci95"] == [0.5, 0.5] and len(sigma["values"]) == 3
+    assert base["secondary"]["sigma"]["mean"] == pytest.approx(0.2)
+    assert base["values"] == [0.4, 0.5] and data["failures"] == [
+        "toybase seed 2: RuntimeError: boom"
+    ]
+    assert data["ratio"] == pytest.approx(0.8 / 0.45)
+    md = bench.to_markdown(data)
+    header, _, row_m, row_b = md.splitlines()[2:6]
+    assert header.endswith("| entropy mean [95% CI] | sigma mean [95% CI] |")
+    lo, hi = method["secondary"]["entropy"]["ci95"]
+    assert row_m.endswith(f"| 2 [{lo:.4g}, {hi:.4g}] | 0.5 [0.5, 0.5] |")
+    assert row_b.startswith("| toybase | baseline | 0.45 |") and "| - |" in row_b
+    assert "failed runs: toybase seed 2: RuntimeError: boom" in md
+    assert "vs step" not in md and data["curves"] == {}  # no metrics logged: no curve
+
+
+def test_ablation_rows_show_their_ratio_to_each_baseline():
+    arms = [("m", "method"), ("b", "baseline"), ("m[x]", "ablation")]
+    data = bench.summarize(
+        "m", "acc", "max", arms, {"m": [0.8], "b": [0.4], "m[x]": [0.6]}, "c", []
+    )
+    rows = bench.to_markdown(data).splitlines()[4:7]
+    assert "| 2 vs b |" in rows[0] and "| - |" in rows[1] and "| 1.5 vs b |" in rows[2]
+    assert data["ratio"] == pytest.approx(2.0)
+
+
+def test_curves_from_metrics_files(tmp_path):
+    m0 = write_metrics(tmp_path / "m0.jsonl", [
+        {"step": 0, "acc": 0.1}, {"step": 10, "acc": 0.2}, {"step": 10, "loss": 5.0},
+        "{broken", {"step": 10, "acc": 0.4},  # the last value at a step wins
+        {"step": 20, "acc": 0.6},
+    ])  # fmt: skip
+    m1 = write_metrics(tmp_path / "m1.jsonl", [
+        {"step": 0, "acc": 0.3}, {"step": 10, "acc": 0.6}, {"step": 30, "acc": "nan"},
+    ])  # fmt: skip
+    b0 = write_metrics(tmp_path / "b0.jsonl", [{"step": 5, "acc": 0.05}, {"step": 20, "acc": 0.2}])
+    assert bench.read_metric(m0, "acc") == {0: 0.1, 10: 0.4, 20: 0.6}
+    assert bench.read_metric(tmp_path / "missing.jsonl", "acc") == {}
+    curves = bench.curves("acc", {"m": [m0, m1], "b": [b0], "x": []})
+    assert list(curves["m"]) == ["0", "10", "20", "30"] and list(curves["b"]) == ["5", "20"]
+    assert curves["x"] == {}
+    assert curves["m"]["10"]["values"] == [0.4, 0.6]
+    assert curves["m"]["10"]["mean"] == pytest.approx(0.5)
+    half = 12.706 * math.sqrt(0.02) / math.sqrt(2)
+    assert curves["m"]["10"]["ci95"] == pytest.approx([0.5 - half, 0.5 + half])
+    assert curves["m"]["20"] == {"values": [0.6], "mean": 0.6, "ci95": [0.6, 0.6]}
+    assert math.isnan(curves["m"]["30"]["mean"])
+
+    table = bench.curve_markdown("acc", curves).splitlines()
+    assert table[0].startswith("**acc vs step**") and table[2] == "| step | m | b | x |"
+    rows = {line.split(" | ")[0].strip("| "): line for line in table[4:]}
+    assert list(rows) == ["0", "5", "10", "20", "30"]  # the union of every arm's steps
+    assert rows["5"] == "| 5 | - | 0.05 [0.05, 0.05] (1) | - |"
+    assert rows["10"].startswith(f"| 10 | 0.5 [{0.5 - half:.4g}, {0.5 + half:.4g}] (2) | - |")
+    assert rows["20"] == "| 20 | 0.6 [0.6, 0.6] (1) | 0.2 [0.2, 0.2] (1) | - |"
+    assert rows["30"] == "| 30 | nan [nan, nan] (0) | - | - |"
+
+
+def test_curves_are_skipped_when_no_run_logs_two_steps(tmp_path):
+    a = write_metrics(tmp_path / "a.jsonl", [{"step": 5, "acc": 0.1}, {"step": 5, "acc": 0.2}])
+    b = write_metrics(tmp_path / "b.jsonl", [{"step": 7, "acc": 0.3}, {"step": 9, "loss": 1.0}])
+    assert bench.curves("acc", {"m": [a], "b": [b]}) == {}
+
+
+def test_outputs_hold_the_curve_table_json_and_png(tmp_path):
+    runs = {
+        "m": [write_metrics(tmp_path / f"m{s}.jsonl", [{"step": t, "acc": 0.1 * t + s}
+              for t in (1, 2, 3)]) for s in range(3)],
+        "b": [write_metrics(tmp_path / "b0.jsonl", [{"step": 2, "acc": 0.1}])],
+    }  # fmt: skip
+    data = bench.summarize(
+        "m", "acc", "max", [("m", "method"), ("b", "baseline")], {"m": [1.0, 2.0], "b": [0.5]},
+        "rayworks bench m", ["b seed 1: RuntimeError: boom"], curves=bench.curves("acc", runs),
+    )  # fmt: skip
+    out = tmp_path / "bench" / "m" / "20260101-000000-abc"
+    md = bench.write_outputs(out, data)
+    lines = md.splitlines()
+    assert lines.index("**acc vs step** (mean [95% CI] (n seeds))") > lines.index(
+        "failed runs: b seed 1: RuntimeError: boom"
+    )
+    half = 4.303 * 1.0 / math.sqrt(3)  # seeds' values at step 2: 0.2, 1.2, 2.2
+    assert f"| 2 | 1.2 [{1.2 - half:.4g}, {1.2 + half:.4g}] (3) | 0.1 [0.1, 0.1] (1) |" in md
+    stored = json.loads((out / "bench.json").read_text())
+    assert stored["curves"]["m"]["3"]["values"] == pytest.approx([0.3, 1.3, 2.3])
+    assert (out / "curve.png").read_bytes()[:8] == PNG_SIG
+    html = render_report([out], out=tmp_path / "report.html").read_text()
+    assert 'alt="bench curve m/20260101-000000-abc"' in html
+
+    (out / "curve.png").unlink()
+    bench.write_outputs(out, {**data, "curves": {}})
+    assert not (out / "curve.png").exists() and (out / "bench.png").is_file()
+
+
+def test_cli_no_ablations_flag_reaches_bench(monkeypatch, tmp_path):
+    from rayworks.cli import main
+
+    seen: dict[str, Any] = {}
+
+    def fake_bench(name: str, **kwargs: Any) -> bench.BenchResult:
+        seen[name] = kwargs["ablations"]
+        return bench.BenchResult(tmp_path, "", {})
+
+    monkeypatch.setattr(bench, "bench", fake_bench)
+    assert main(["bench", "lm", "--no-ablations"]) == 0 and seen == {"lm": False}
+    assert main(["bench", "lm_plain"]) == 0 and seen["lm_plain"] is True
