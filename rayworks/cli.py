@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="a pipeline against its baseline(s): same data, seeds, budget")
     p.add_argument("pipeline")
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--preset", default="smoke")
+    p.add_argument(
+        "--preset", default="smoke", help="smoke (default), or 'default' for the full config"
+    )
     p.add_argument(
         "--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE"
     )

@@ -29,11 +29,16 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, T) token ids -> (B, T) values, V at position t scoring the prefix up to t."""
         body = self.lm.get_decoder() if hasattr(self.lm, "get_decoder") else self.lm.model
-        hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden = body(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+        ).last_hidden_state
         return self.head(hidden).squeeze(-1)
 
     def save_pretrained(self, directory: str | Path) -> None:

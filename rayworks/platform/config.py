@@ -142,8 +142,16 @@ def validate(cls: type[C], data: Mapping[str, Any], origin: str = "config") -> C
         raise ConfigError(format_validation_error(cls, err, origin)) from None
 
 
+def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
+    """The default config as a tree, or {} where some field has no default."""
+    try:
+        return cls.model_validate({}).model_dump(mode="json")
+    except ValidationError:
+        return {}
+
+
 def preset_names(cls: type[PipelineConfig]) -> list[str]:
-    return sorted(cls.presets)
+    return sorted({"default", *cls.presets})
 
 
 def build_config(
@@ -153,11 +161,16 @@ def build_config(
     overrides: Iterable[str] = (),
     base: Mapping[str, Any] | None = None,
 ) -> C:
-    """Layer defaults (or `base`), a preset, YAML files and `--set` overrides; validate once."""
-    data: dict[str, Any] = dict(base or {})
+    """Layer defaults (or `base`), a preset, YAML files and `--set` overrides; validate once.
+
+    Layers merge onto the full default tree, so setting one key of a nested section keeps
+    that section's other defaults, including a subclass's `default_factory` overrides
+    (e.g. `--set critic.lr=...` on AsyPPO keeps its two critics).
+    """
+    data: dict[str, Any] = dict(base) if base is not None else _defaults(cls)
     origin = []
     if preset is not None:
-        presets = getattr(cls, "presets", {})
+        presets = {"default": {}, **getattr(cls, "presets", {})}  # "default": the class defaults
         if preset not in presets:
             raise ConfigError(
                 f"unknown preset {preset!r} for {cls.__name__}; "

@@ -14,6 +14,8 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -58,27 +60,32 @@ class Dist:
 
 
 class Learner:
-    """Model + optimizer under the configured strategy (DDP or DeepSpeed ZeRO)."""
+    """Model + optimizer under the configured strategy (DDP or DeepSpeed ZeRO).
 
-    def __init__(self, cfg: LMConfig, model: torch.nn.Module, d: Dist) -> None:
-        self.cfg, self.d = cfg, d
-        self.deepspeed = cfg.train.strategy == "deepspeed"
+    `train` is any config with the optimizer fields of `TrainConfig` (strategy, zero_stage,
+    lr, weight_decay, grad_clip, keep_checkpoints); the RL learner shares this class.
+    `micro_batch` is the rows one rank feeds per optimizer step (DeepSpeed bookkeeping).
+    """
+
+    def __init__(self, train: Any, model: torch.nn.Module, d: Dist, micro_batch: int) -> None:
+        self.train, self.d = train, d
+        self.deepspeed = train.strategy == "deepspeed"
         if self.deepspeed:
             import deepspeed
 
             ds_config = {
-                "train_micro_batch_size_per_gpu": cfg.train.batch_size // d.world,
+                "train_micro_batch_size_per_gpu": max(1, micro_batch),
                 "gradient_accumulation_steps": 1,
-                "gradient_clipping": cfg.train.grad_clip,
+                "gradient_clipping": train.grad_clip,
                 "optimizer": {
                     "type": "AdamW",
                     "params": {
-                        "lr": cfg.train.lr,
-                        "weight_decay": cfg.train.weight_decay,
+                        "lr": train.lr,
+                        "weight_decay": train.weight_decay,
                         "torch_adam": True,
                     },
                 },
-                "zero_optimization": {"stage": cfg.train.zero_stage},
+                "zero_optimization": {"stage": train.zero_stage},
             }
             self.engine, self.optimizer, _, _ = deepspeed.initialize(
                 model=model, model_parameters=model.parameters(), config=ds_config
@@ -88,23 +95,27 @@ class Learner:
             import ray.train.torch
 
             self.optimizer = torch.optim.AdamW(
-                model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
+                model.parameters(), lr=train.lr, weight_decay=train.weight_decay
             )
             self.engine = ray.train.torch.prepare_model(model) if d.on else model
             self.module = model
 
     def step(self, ids: torch.Tensor, labels: torch.Tensor, lr: float) -> float:
+        """One next-token-prediction step on `ids`; returns the loss."""
+        return self.apply(self.engine(input_ids=ids, labels=labels).loss, lr)
+
+    def apply(self, loss: torch.Tensor, lr: float) -> float:
+        """Backward `loss` (computed through `self.engine`) and take one optimizer step."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = self.engine(input_ids=ids, labels=labels).loss
         if self.deepspeed:
             self.engine.backward(loss)
             self.engine.step()
         else:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if self.cfg.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.engine.parameters(), self.cfg.train.grad_clip)
+            if self.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.engine.parameters(), self.train.grad_clip)
             self.optimizer.step()
         return float(loss.detach())
 
@@ -142,9 +153,17 @@ class Learner:
 
 
 def save_checkpoint(
-    ctx: RunContext, learner: Learner, tokenizer: Any, step: int, extra: dict
+    ctx: RunContext,
+    learner: Learner,
+    tokenizer: Any,
+    step: int,
+    extra: dict,
+    write_more: Callable[[Path], None] | None = None,
 ) -> None:
-    """Collective: every rank writes its RNG (and ZeRO optimizer shard) into one folder."""
+    """Collective: every rank writes its RNG (and ZeRO optimizer shard) into one folder.
+
+    `write_more(folder)` runs on rank 0 before the folder is published (e.g. RL critics).
+    """
     d, final = learner.d, ctx.checkpoint_dir(step)
     tmp = final.with_name(f".tmp-{final.name}")
     if d.rank == 0:
@@ -163,11 +182,13 @@ def save_checkpoint(
     ckpt.save_tree(tmp, f"rng_rank{d.rank}", ckpt.rng_state())
     if learner.deepspeed or d.rank == 0:
         ckpt.save_tree(tmp, learner.optimizer_file(), learner.optimizer_state())
+    if write_more is not None and d.rank == 0:
+        write_more(tmp)
     d.barrier()
     if d.rank == 0:
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        ckpt.prune(ctx.checkpoints_dir, learner.cfg.train.keep_checkpoints)
+        ckpt.prune(ctx.checkpoints_dir, learner.train.keep_checkpoints)
     d.barrier()
 
 
@@ -221,7 +242,7 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
     latest = ctx.latest_checkpoint()
     ctx.seed_everything()
     model = load_causal_lm(latest) if latest is not None else decoder_for(cfg.model, tokenizer)
-    learner = Learner(cfg, model, d)
+    learner = Learner(cfg.train, model, d, cfg.train.batch_size // d.world)
     start, last = restore(latest, learner, d) if latest is not None else (0, {})
     ctx.seed_everything(offset=1 + d.rank + start)  # per-rank stream, distinct after resume
     if latest is not None:

@@ -1,1 +1,3 @@
-"""RL post-training: rollouts, advantages, policy losses, rewards, and the grpo/ppo/asyppo pipelines."""
+"""RL post-training: `grpo`, `ppo` and `asyppo` on shared rollout engines and learner."""
+
+from rayworks.pipelines.rl import asyppo, grpo, ppo  # noqa: F401  (registers the pipelines)

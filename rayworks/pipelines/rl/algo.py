@@ -245,3 +245,19 @@ def low_k_mask(sigma: Tensor, mask: Tensor, k: float = 0.2, per_sequence: bool =
 def top_h_mask(sigma: Tensor, mask: Tensor, h: float = 0.2, per_sequence: bool = False) -> Tensor:
     """I^H (step 8): drop the entropy bonus where critics disagree most (top h of sigma)."""
     return _rank_mask(sigma, mask, h, lowest=False, per_sequence=per_sequence)
+
+
+def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(x - mean) / std over valid positions (PPO's batch advantage normalisation)."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) * torch.rsqrt(var + eps) * mask
+
+
+def masked_corr(x: Tensor, y: Tensor, mask: Tensor) -> float:
+    """Pearson correlation of x and y over valid positions (nan if either is constant)."""
+    valid = mask > 0
+    a, b = x[valid].double(), y[valid].double()
+    if a.numel() < 2 or float(a.std()) == 0.0 or float(b.std()) == 0.0:
+        return float("nan")
+    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])

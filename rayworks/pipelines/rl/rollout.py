@@ -70,8 +70,11 @@ class RolloutEngine(Protocol):
         """`len(prompts) * n` rollouts; prompt i's n samples are contiguous, in order."""
         ...
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        """Replace the policy's weights; `version` must exceed the current one."""
+    def load_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
+    ) -> None:
+        """Replace the policy's weights; `version` must exceed the current one unless
+        `rollback` (a learner resuming from a checkpoint sets its own, older version)."""
         ...
 
 
@@ -141,9 +144,12 @@ class HFEngine:
     def get_version(self) -> int:  # Ray actors expose methods, not attributes
         return self.version
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+    def load_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
+    ) -> None:
         with self._lock:  # waits for a generate in progress
-            check_version(self.version, version)
+            if not rollback:
+                check_version(self.version, version)
             missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
             own = self.model.state_dict()
             loaded = {own[k].data_ptr() for k in state_dict if k in own}
@@ -256,12 +262,14 @@ def generate_sharded(
     return out
 
 
-def sync_weights(group: list[Any], state_dict: dict[str, torch.Tensor], version: int) -> int:
+def sync_weights(
+    group: list[Any], state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
+) -> int:
     """Load `state_dict` as `version` on every engine (one copy in the object store)."""
     import ray
 
     ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
-    ray.get([engine.load_weights.remote(ref, version) for engine in group])
+    ray.get([engine.load_weights.remote(ref, version, rollback) for engine in group])
     versions = ray.get([engine.get_version.remote() for engine in group])
     if set(versions) != {version}:
         raise StaleWeightsError(f"after syncing version {version} engines report {versions}.")

@@ -86,9 +86,12 @@ class VLLMEngine:
     def get_version(self) -> int:
         return self.version
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+    def load_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
+    ) -> None:
         with self._lock:
-            check_version(self.version, version)
+            if not rollback:
+                check_version(self.version, version)
             weights = [(k, v.detach().cpu()) for k, v in state_dict.items()]
             self.llm.collective_rpc("rayworks_load_weights", args=(weights,))
             self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused

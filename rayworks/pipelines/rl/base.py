@@ -1,0 +1,128 @@
+"""The models RL starts from: an SFT'd policy and pretrained critic backbones.
+
+RL from a random policy on a sparse exact-answer reward gets no signal, so the policy is
+first fine-tuned on the task's traces by the platform's `lm` training loop (completion
+tokens only, one example per row) for a short budget, which leaves it partially
+competent. Critics are smaller LMs trained the same way (AsyPPO's "pretrained small
+critics"), sharing the policy's tokenizer so token ids line up.
+
+A base model is a pure function of its LM config, so it is built once and cached under
+`<runs root>/cache/base/<name>-<hash>/`: every arm and seed of a bench (and every later
+run) starts from the very same weights. Concurrent runs wait on a file lock while the
+first one builds it; an interrupted build resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+from pathlib import Path
+
+from rayworks.models import DecoderSpec, load_tokenizer, resolve_model_dir
+from rayworks.models.decoder import decoder_for
+from rayworks.pipelines.lm.config import LMConfig
+from rayworks.pipelines.rl.config import RLConfig, SFTConfig
+from rayworks.platform.config import to_yaml
+from rayworks.platform.context import RunContext
+
+
+def sft_config(task: str, model: DecoderSpec, sft: SFTConfig, max_new_tokens: int) -> LMConfig:
+    """The `lm` config that fine-tunes `model` on `task`'s traces (completion loss only)."""
+    return LMConfig.model_validate(
+        {
+            "seed": sft.seed,
+            "model": model.model_dump(),
+            "data": {
+                "source": "task", "task": task, "n_train": sft.n_train, "n_val": 64,
+                "n_test": sft.n_test, "seq_len": min(sft.seq_len, model.max_seq_len),
+                "packing": False, "loss_on": "completion",
+            },
+            "train": {
+                "num_workers": 1, "batch_size": sft.batch_size, "max_steps": sft.steps,
+                "lr": sft.lr, "warmup_steps": min(50, sft.steps // 10),
+                "log_every": max(1, sft.steps // 10), "eval_every": sft.steps,
+                "checkpoint_every": max(1, sft.steps // 2), "keep_checkpoints": 1,
+            },
+            "eval": {"val_batches": 2, "exact_match": sft.n_test > 0,
+                     "max_new_tokens": max_new_tokens},
+        }
+    )  # fmt: skip
+
+
+def cache_key(name: str, cfg: LMConfig, extra: str = "") -> str:
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + extra
+    return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | None = None) -> Path:
+    """SFT `cfg` once into `cache/<name>-<hash>/`; returns its HF model folder.
+
+    `tokenizer_from` makes the model reuse that folder's tokenizer (critics use the
+    policy's); it is part of the cache key.
+    """
+    from rayworks.pipelines.lm.pipeline import prepare_run
+    from rayworks.pipelines.lm.train_loop import train_loop
+
+    run_dir = cache / cache_key(name, cfg, str(tokenizer_from or ""))
+    model_dir = run_dir / "artifacts" / "model"
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"{run_dir.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent run builds it; we wait and reuse
+        if (model_dir / "config.json").is_file():
+            return model_dir
+        ctx = RunContext(pipeline="lm", run_dir=run_dir, seed=cfg.seed)
+        for sub in (ctx.artifacts_dir, ctx.checkpoints_dir):
+            sub.mkdir(parents=True, exist_ok=True)
+        ctx.config_path.write_text(to_yaml(cfg))
+        if tokenizer_from is not None:
+            load_tokenizer(tokenizer_from).save_pretrained(ctx.artifacts_dir / "tokenizer")
+        _, data = prepare_run(cfg, ctx)
+        summary = train_loop({"cfg": cfg.model_dump(mode="json"), "ctx": ctx, "data": data})
+        ctx.write_summary(summary)
+    return model_dir
+
+
+def random_backbone(cache: Path, spec: DecoderSpec, tokenizer_from: Path, seed: int) -> Path:
+    """A randomly initialised backbone of `spec` (the "critics need no pretraining" ablation)."""
+    import torch
+
+    key = hashlib.sha256(f"{spec.model_dump_json()}{tokenizer_from}{seed}".encode()).hexdigest()
+    out = cache / f"random-{key[:12]}"
+    with (cache / f"{out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "config.json").is_file():
+            tokenizer = load_tokenizer(tokenizer_from)
+            torch.manual_seed(seed)
+            decoder_for(spec, tokenizer).save_pretrained(out)
+            tokenizer.save_pretrained(out)
+    return out
+
+
+def base_summary(model_dir: Path) -> dict[str, float]:
+    """The SFT run's final metrics (exact match of the base) where it wrote them."""
+    path = model_dir.parent.parent / "summary.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return {k: v for k, v in data.items() if isinstance(v, int | float)}
+
+
+def base_models(cfg: RLConfig, runs_root: Path) -> tuple[Path, Path | None]:
+    """(policy folder, critic backbone folder or None) for an RL config, building as needed."""
+    cache = runs_root / "cache" / "base"
+    max_new = cfg.rollout.sampling.max_new_tokens
+    if cfg.policy.path:
+        policy = resolve_model_dir(cfg.policy.path)
+    else:
+        policy = build_base(cache, "policy", sft_config(cfg.task, cfg.policy.model,
+                                                        cfg.policy.sft, max_new))  # fmt: skip
+    critic_cfg = getattr(cfg, "critic", None)
+    if critic_cfg is None:
+        return policy, None
+    if critic_cfg.path:
+        return policy, resolve_model_dir(critic_cfg.path)
+    if not critic_cfg.pretrained:
+        return policy, random_backbone(cache, critic_cfg.model, policy, cfg.policy.sft.seed)
+    sft = sft_config(cfg.task, critic_cfg.model, cfg.policy.sft, max_new)
+    return policy, build_base(cache, "critic", sft, tokenizer_from=policy)

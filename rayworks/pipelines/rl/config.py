@@ -1,0 +1,249 @@
+"""Configs of the RL pipelines: `grpo` (RLConfig), `ppo` (PPOConfig), `asyppo` (AsyPPOConfig).
+
+rayworks run asyppo --preset smoke --set asyppo.mask_low=0.1 --set critic.n_critics=3
+
+Each pipeline takes only the keys it uses (an unknown key is an error): GRPO has no
+critic section, PPO adds one critic with GAE, AsyPPO adds M critics and its masks.
+Defaults are the honest small-scale CPU setting; the values marked (reconstructed) are
+not given by the papers and are our choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from rayworks.models import DecoderSpec
+from rayworks.pipelines.rl.rewards import RewardSpec
+from rayworks.pipelines.rl.rollout import SamplingConfig
+from rayworks.platform.config import Config, PipelineConfig
+
+
+class SFTConfig(Config):
+    """Supervised fine-tuning on the task's traces that gives RL a partially competent start."""
+
+    steps: int = Field(900, ge=1, description="SFT optimizer steps")
+    batch_size: int = Field(32, ge=1, description="examples per SFT step")
+    lr: float = Field(2e-3, gt=0, le=1, description="SFT peak learning rate")
+    n_train: int = Field(20000, ge=1, description="task examples to fine-tune on")
+    seq_len: int = Field(112, ge=8, description="tokens per SFT row (longer traces are cut)")
+    n_test: int = Field(100, ge=0, description="test prompts for the base model's exact match")
+    seed: int = Field(0, ge=0, description="SFT seed (shared by every RL seed and arm)")
+
+
+class PolicyConfig(Config):
+    model: DecoderSpec = Field(
+        default_factory=lambda: DecoderSpec(d_model=64, n_layer=2, n_head=4, max_seq_len=128),
+        description="size of the policy (built and SFT'd here unless `path` is given)",
+    )
+    path: str | None = Field(None, description="HF folder (or run dir) of a policy to start from")
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+
+
+class RolloutConfig(Config):
+    engine: str = Field("hf", description="rollout engine: hf (CPU default) or vllm (GPU)")
+    num_engines: int = Field(1, ge=1, description="engine actors; prompts are sharded over them")
+    engine_resources: dict[str, float] = Field(
+        default_factory=lambda: {"CPU": 0.5}, description="Ray resources of each engine actor"
+    )
+    prompts_per_step: int = Field(8, ge=1, description="training prompts per RL step")
+    group_size: int = Field(8, ge=1, description="responses per prompt (G)")
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=1.0, max_new_tokens=80)
+    )
+    engine_threads: int = Field(1, ge=1, description="torch threads per hf engine")
+
+
+class LossConfig(Config):
+    policy_loss: str = Field("clipped", description="registered policy loss (algo.POLICY_LOSSES)")
+    ppo_epochs: int = Field(2, ge=1, description="passes over each batch (data reuse)")
+    minibatches: int = Field(2, ge=1, description="optimizer steps per pass")
+    eps_low: float = Field(0.2, ge=0, description="lower clip range (1 - eps_low)")
+    eps_high: float = Field(0.2, ge=0, description="upper clip range (clip-higher when > eps_low)")
+    agg: Literal["token-mean", "seq-mean-token-mean"] = Field(
+        "token-mean", description="loss aggregation over tokens"
+    )
+    kl_coef: float = Field(0.0, ge=0, description="weight of KL(pi || reference) in the loss")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator")
+    entropy_coef: float = Field(
+        0.001, ge=0, description="entropy bonus beta (same for every arm; reconstructed)"
+    )
+    old_logprobs: Literal["rollout", "recompute"] = Field(
+        "rollout",
+        description="pi_old from the engine's logprobs, or recomputed by the learner",
+    )
+    grpo_scale: bool = Field(True, description="GRPO: divide by the group std (else centre)")
+
+
+class LearnerConfig(Config):
+    """The policy learner: a Ray Train worker group (DDP/gloo or DeepSpeed ZeRO)."""
+
+    strategy: Literal["ddp", "deepspeed"] = Field("ddp", description="DDP or DeepSpeed ZeRO")
+    zero_stage: Literal[1, 2] = Field(2, description="DeepSpeed ZeRO stage")
+    num_workers: int = Field(1, ge=1, description="Ray Train workers (batch rows are split)")
+    cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each worker reserves")
+    use_gpu: bool = Field(False, description="one GPU per worker")
+    threads_per_worker: int = Field(1, ge=1, description="torch threads per worker")
+    max_steps: int = Field(60, ge=1, description="RL steps (rollout + update + sync)")
+    lr: float = Field(3e-5, gt=0, le=1, description="policy learning rate (AdamW, constant)")
+    warmup_steps: int = Field(0, ge=0, description="linear warmup steps")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    grad_clip: float = Field(1.0, ge=0, description="max grad norm (0 = off)")
+    log_every: int = Field(1, ge=1, description="steps between metric logs")
+    eval_every: int = Field(10, ge=1, description="steps between test-accuracy evaluations")
+    checkpoint_every: int = Field(20, ge=1, description="steps between checkpoints")
+    keep_checkpoints: int = Field(2, ge=0, description="newest checkpoints kept (0 = all)")
+    max_failures: int = Field(1, ge=0, description="learner failures retried from a checkpoint")
+
+
+class EvalConfig(Config):
+    n_test: int = Field(256, ge=1, description="test prompts, greedy-decoded at each eval")
+    samples: int = Field(8, ge=0, description="sample generations written per eval step")
+
+
+class RLConfig(PipelineConfig):
+    """GRPO: group-normalised outcome advantages, no critic."""
+
+    presets = {
+        "smoke": {
+            "policy": {
+                "model": {"d_model": 32, "n_layer": 1, "n_head": 2},
+                "sft": {"steps": 40, "n_train": 300, "n_test": 8, "batch_size": 16},
+            },
+            "rollout": {"prompts_per_step": 2, "group_size": 4, "sampling": {"max_new_tokens": 24}},
+            "learner": {"max_steps": 3, "eval_every": 2, "checkpoint_every": 2},
+            "eval": {"n_test": 4, "samples": 2},
+        },
+    }  # fmt: skip
+
+    task: str = Field("arithmetic", description="synthetic task with an exact verifier")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    rewards: list[RewardSpec] = Field(
+        default_factory=list,
+        description="weighted reward components (empty: the task's verifier, weight 1)",
+    )
+
+    def reward_specs(self) -> list[RewardSpec]:
+        """The configured rewards; a verifier without a `task` kwarg scores this run's task."""
+        specs = self.rewards or [RewardSpec(name="verifier")]
+        return [
+            s.model_copy(update={"kwargs": {"task": self.task, **s.kwargs}})
+            if s.name == "verifier"
+            else s
+            for s in specs
+        ]
+
+    def n_critics(self) -> int:
+        return 0
+
+    def ray_resources(self) -> dict[str, float]:
+        """What one run reserves: learner workers, engine actors and critic actors."""
+        total: dict[str, float] = {}
+        roles: list[tuple[int, dict[str, float]]] = [
+            (self.learner.num_workers, self._learner_resources()),
+            (self.rollout.num_engines, self.rollout.engine_resources),
+        ]
+        for count, res in roles + self._extra_roles():
+            for key, value in res.items():
+                total[key] = total.get(key, 0.0) + count * value
+        return total
+
+    def _learner_resources(self) -> dict[str, float]:
+        res = {"CPU": self.learner.cpus_per_worker}
+        return {**res, "GPU": 1.0} if self.learner.use_gpu else res
+
+    def _extra_roles(self) -> list[tuple[int, dict[str, float]]]:
+        return []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Any:
+        rows = self.rollout.prompts_per_step * self.rollout.group_size
+        if rows % (self.loss.minibatches * self.learner.num_workers):
+            raise ValueError(
+                f"rollout.prompts_per_step x rollout.group_size = {rows} rows must split into "
+                f"loss.minibatches={self.loss.minibatches} x "
+                f"learner.num_workers={self.learner.num_workers} equal parts"
+            )
+        if self.policy.model.d_model % self.policy.model.n_head:
+            raise ValueError(
+                f"policy.model.d_model={self.policy.model.d_model} must be divisible by "
+                f"policy.model.n_head={self.policy.model.n_head}"
+            )
+        return self
+
+
+class CriticConfig(Config):
+    """Critics: small LMs pretrained on the task's traces (SFT like the policy) + a value head."""
+
+    n_critics: int = Field(1, ge=1, description="number of critic actors (M)")
+    model: DecoderSpec = Field(
+        default_factory=lambda: DecoderSpec(d_model=32, n_layer=2, n_head=2, max_seq_len=128),
+        description="critic backbone size (smaller than the policy: asymmetric)",
+    )
+    path: str | None = Field(None, description="HF folder of a critic backbone to start from")
+    pretrained: bool = Field(True, description="SFT the backbone on the traces (else random)")
+    lr: float = Field(1e-3, gt=0, le=1, description="critic learning rate (AdamW)")
+    epochs: int = Field(2, ge=1, description="critic passes over its data per step (UTD)")
+    minibatches: int = Field(2, ge=1, description="critic optimizer steps per pass")
+    value_clip: float | None = Field(None, gt=0, description="PPO value clipping range")
+    gamma: float = Field(1.0, ge=0, le=1, description="GAE discount")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (reconstructed)")
+    warmup_steps: int = Field(
+        0, ge=0, description="RL steps that train the critics while the policy waits"
+    )
+    resources: dict[str, float] = Field(
+        default_factory=lambda: {"CPU": 0.25}, description="Ray resources of each critic actor"
+    )
+    threads: int = Field(1, ge=1, description="torch threads per critic actor")
+    max_restarts: int = Field(3, ge=0, description="restarts of a critic actor that dies")
+
+
+class PPOConfig(RLConfig):
+    """PPO: one (small) critic, GAE advantages."""
+
+    presets = {
+        **RLConfig.presets,
+        "smoke": {
+            **RLConfig.presets["smoke"],
+            "critic": {"model": {"d_model": 16, "n_layer": 1, "n_head": 2}},
+        },
+    }
+
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+
+    def n_critics(self) -> int:
+        return self.critic.n_critics
+
+    def _extra_roles(self) -> list[tuple[int, dict[str, float]]]:
+        return [(self.critic.n_critics, self.critic.resources)]
+
+
+class AsyPPOKnobs(Config):
+    """AsyPPO's uses of the inter-critic std sigma (steps 7 and 8 of the method)."""
+
+    critic_data: Literal["responses", "prompts", "identical"] = Field(
+        "responses",
+        description="each prompt's responses split over critics (paper), whole prompts "
+        "split (the abstract's wording), or every critic on all rows (ablation)",
+    )
+    aggregate: Literal["mean", "min"] = Field("mean", description="ensemble value V-bar")
+    mask_low: float = Field(0.2, ge=0, le=1, description="k: advantage zeroed on lowest-k sigma")
+    filter_high: float = Field(
+        0.2, ge=0, le=1, description="h: entropy bonus dropped on highest-h sigma"
+    )
+    per_sequence: bool = Field(
+        False, description="rank sigma per sequence (default: over the batch; reconstructed)"
+    )
+
+
+class AsyPPOConfig(PPOConfig):
+    """AsyPPO: M mini-critic actors on disjoint response shards; sigma-based masks."""
+
+    presets = PPOConfig.presets
+    critic: CriticConfig = Field(default_factory=lambda: CriticConfig(n_critics=2))
+    asyppo: AsyPPOKnobs = Field(default_factory=AsyPPOKnobs)

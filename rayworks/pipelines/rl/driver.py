@@ -1,0 +1,86 @@
+"""What every RL pipeline's driver does: base models, actor groups, the Ray Train learner.
+
+The driver (a `kind="job"` pipeline) builds or finds the base policy and critic backbones,
+starts the rollout-engine actors and the critic actors, and hands their handles to a
+`TorchTrainer` whose workers run `learner.rl_loop`. A method only supplies its `estimate`
+function (rewards + critic values -> advantages, masks, critic targets).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rayworks.errors import ConfigError
+from rayworks.pipelines.rl.base import base_models, base_summary
+from rayworks.pipelines.rl.config import RLConfig
+from rayworks.pipelines.rl.critic import make_critics
+from rayworks.pipelines.rl.learner import EstimateFn, rl_loop
+from rayworks.pipelines.rl.rollout import make_engine_group
+from rayworks.platform.context import RunContext
+
+
+def check_fits(cfg: RLConfig) -> None:
+    """Fail now, naming the resource, when the cluster can never hold the run's actors."""
+    import ray
+
+    have = ray.cluster_resources()
+    for key, need in cfg.ray_resources().items():
+        if need > have.get(key, 0.0) + 1e-9:
+            raise ConfigError(
+                f"this run needs {need:g} {key} (learner workers + rollout engines + critics) "
+                f"but the cluster has {have.get(key, 0.0):g}. Lower learner.num_workers, "
+                f"rollout.num_engines, rollout.engine_resources or critic.resources."
+            )
+
+
+def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, float]:
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    check_fits(cfg)
+    policy_dir, critic_dir = base_models(cfg, ctx.run_dir.parent.parent)
+    base = {f"base_{k}": v for k, v in base_summary(policy_dir).items() if k == "exact_match"}
+    ro = cfg.rollout
+    kwargs: dict[str, Any] = {}
+    if ro.engine == "hf":
+        kwargs = {"threads": ro.engine_threads, "device": "cuda" if ro.engine_resources.get("GPU") else "cpu"}  # fmt: skip
+    engines = make_engine_group(
+        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, **kwargs
+    )
+    critics = []
+    if cfg.n_critics():
+        critics = make_critics(
+            cfg.critic, critic_dir, ctx.run_dir / "critics", ctx.run_id, cfg.seed
+        )  # type: ignore[attr-defined]
+    ctx.progress(cfg.learner.max_steps, ctx.pipeline)
+    callbacks = []
+    if ctx.reporter == "tune":
+        from ray.tune.integration.ray_train import TuneReportCallback
+
+        callbacks.append(TuneReportCallback())
+    trainer = TorchTrainer(
+        rl_loop,
+        train_loop_config={
+            "config_class": type(cfg), "cfg": cfg.model_dump(mode="json"), "ctx": ctx,
+            "policy_dir": str(policy_dir), "engines": engines, "critics": critics,
+            "estimate": estimate, "in_train": True,
+            "reporter": "train" if ctx.reporter == "tune" else "none",
+        },
+        scaling_config=ScalingConfig(
+            num_workers=cfg.learner.num_workers, use_gpu=cfg.learner.use_gpu,
+            resources_per_worker={"CPU": cfg.learner.cpus_per_worker},
+        ),
+        run_config=RunConfig(
+            name="train", storage_path=str(ctx.run_dir / "ray_train"),
+            failure_config=FailureConfig(max_failures=cfg.learner.max_failures),
+            callbacks=callbacks,
+        ),
+    )  # fmt: skip
+    try:
+        result = trainer.fit()
+    finally:
+        for actor in engines + critics:
+            ray.kill(actor, no_restart=True)
+    metrics = {k: v for k, v in (result.metrics or {}).items() if k != "step"}
+    return {**metrics, **base}

@@ -1,0 +1,346 @@
+"""The RL training loop, run by every Ray Train worker; rank 0 also drives the other roles.
+
+One step:
+1. rank 0 draws the step's prompts (a pure function of seed and step: the step counter is
+   the whole data position), samples G responses each from the engine group, scores them
+   with the reward components, asks the critic actors for values (in parallel) and lets
+   the method (`estimate`) turn rewards and values into advantages, masks and critic
+   targets; the critic updates start right away and run while the policy trains;
+2. the batch is broadcast and every rank trains the policy on its slice of each
+   minibatch (clipped-ratio loss from `algo.POLICY_LOSSES`, optional KL and entropy bonus);
+3. rank 0 waits for the critics and pushes the new weights to the engines as version
+   step + 1, so the next step's rollouts come from exactly the updated policy.
+
+Checkpoints (collective) hold the policy, optimizer, every rank's RNG, the step, and each
+critic's model and optimizer; a resumed run (or a learner restarted by Ray Train) reloads
+them and rolls the engines back to the checkpoint's weights and version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rayworks.data.tasks import Example, get_task
+from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.pipelines.lm.data import batch_rows
+from rayworks.pipelines.lm.train_loop import Dist, Learner, restore, save_checkpoint
+from rayworks.pipelines.rl.algo import POLICY_LOSSES, entropy_from_logits, kl_estimate, masked_mean
+from rayworks.pipelines.rl.batch import Estimate, RolloutBatch, make_batch
+from rayworks.pipelines.rl.config import RLConfig
+from rayworks.pipelines.rl.rewards import CombinedReward
+from rayworks.pipelines.rl.rollout import (
+    Rollout,
+    StaleWeightsError,
+    generate_sharded,
+    sync_weights,
+)
+from rayworks.platform.context import RunContext
+
+EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
+TRAIN_POOL = 5000  # distinct training prompts the steps draw from
+
+
+def broadcast(obj: Any, d: Dist) -> Any:
+    """Rank 0's `obj` on every rank (our own tensors between our own processes)."""
+    if not d.on:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def lr_at(step: int, cfg: RLConfig) -> float:
+    warm = cfg.learner.warmup_steps
+    return cfg.learner.lr * min(1.0, (step + 1) / warm) if warm else cfg.learner.lr
+
+
+class StepDriver:
+    """Rank 0's side of a step: prompts, rollouts, rewards, critics, evaluation, weight sync."""
+
+    def __init__(
+        self, cfg: RLConfig, ctx: RunContext, engines: list[Any], critics: list[Any],
+        estimate: EstimateFn, pad: int,
+    ) -> None:  # fmt: skip
+        self.cfg, self.ctx, self.engines, self.critics = cfg, ctx, engines, critics
+        self.estimate, self.pad = estimate, pad
+        self.task = get_task(cfg.task)
+        data_seed = cfg.policy.sft.seed  # prompts are the same for every RL seed and arm
+        self.pool = self.task.examples(TRAIN_POOL, "train", data_seed)
+        self.test = self.task.examples(cfg.eval.n_test, "test", data_seed)
+        self.reward = CombinedReward(cfg.reward_specs())
+        self.pending: list[Any] = []
+
+    def prompts(self, step: int) -> list[Example]:
+        rows = batch_rows(len(self.pool), self.cfg.rollout.prompts_per_step, self.cfg.seed, step)
+        return [self.pool[i] for i in rows.tolist()]
+
+    def rollouts(self, examples: list[Example], n: int, sampling: Any, step: int) -> list[Rollout]:
+        out = generate_sharded(self.engines, [e.prompt for e in examples], n, sampling)
+        if out and out[0].version != step:
+            raise StaleWeightsError(f"step {step} got rollouts of weight version {out[0].version}")
+        return out
+
+    def collect(self, step: int) -> tuple[RolloutBatch, Estimate, dict[str, float], list[dict]]:
+        import ray
+
+        cfg, g = self.cfg, self.cfg.rollout.group_size
+        started = time.perf_counter()
+        examples = self.prompts(step)
+        seed = (cfg.seed * 1_000_003 + step) % 2**31
+        sampling = cfg.rollout.sampling.model_copy(update={"seed": seed})
+        rollouts = self.rollouts(examples, g, sampling, step)
+        gen_s = time.perf_counter() - started
+        per_item = [examples[r.prompt_index] for r in rollouts]
+        texts = [r.text for r in rollouts]
+        totals, parts = self.reward(per_item, texts)
+        accuracy = [self.task.verify(e, t) for e, t in zip(per_item, texts, strict=True)]
+        batch = make_batch(rollouts, totals, self.pad)
+        values = None
+        if self.critics:
+            values = torch.stack(ray.get([c.values.remote(batch) for c in self.critics]))
+        est = self.estimate(cfg, batch, values, step)
+        if self.critics and est.returns is not None:
+            self.pending = [
+                c.update.remote(batch, est.returns, rows, step + 1)
+                for c, rows in zip(self.critics, est.critic_rows, strict=True)
+            ]
+        n_tokens = float(batch.response_mask.sum())
+        stats = {
+            "reward": float(torch.tensor(totals).mean()),
+            "accuracy": sum(accuracy) / len(accuracy),
+            "response_len": n_tokens / len(rollouts),
+            "finished_frac": sum(r.finished for r in rollouts) / len(rollouts),
+            "gen_s": gen_s,
+            "gen_tokens_per_s": n_tokens / max(gen_s, 1e-9),
+            **{f"reward/{k}": sum(v) / len(v) for k, v in parts.items()},
+            **est.stats,
+        }
+        samples = [
+            {"split": "train", "prompt": e.prompt, "completion": t, "reward": r, "answer": e.answer}
+            for e, t, r in list(zip(per_item, texts, totals, strict=True))[: cfg.eval.samples]
+        ]
+        return batch, est, stats, samples
+
+    def finish(self, step: int, weights: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Wait for the critic updates, then publish the policy as version step + 1."""
+        import ray
+
+        stats: dict[str, float] = {}
+        if self.pending:
+            results = ray.get(self.pending)
+            self.pending = []
+            for key in results[0]:
+                stats[key] = sum(r[key] for r in results) / len(results)
+        started = time.perf_counter()
+        sync_weights(self.engines, weights, step + 1)
+        stats["sync_s"] = time.perf_counter() - started
+        return stats
+
+    def evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """Greedy test accuracy (overall and per difficulty) through the engines."""
+        sampling = self.cfg.rollout.sampling.model_copy(update={"temperature": 0.0, "seed": 0})
+        rollouts = self.rollouts(self.test, 1, sampling, step)
+        scores: dict[int, list[float]] = {}
+        samples = []
+        for ex, r in zip(self.test, rollouts, strict=True):
+            score = self.task.verify(ex, r.text)
+            scores.setdefault(ex.difficulty, []).append(score)
+            samples.append({"split": "test", "prompt": ex.prompt, "completion": r.text,
+                            "answer": ex.answer, "score": score})  # fmt: skip
+        flat = [s for level in scores.values() for s in level]
+        metrics = {"test_accuracy": sum(flat) / len(flat)}
+        metrics.update({f"test_accuracy_d{k}": sum(v) / len(v) for k, v in sorted(scores.items())})
+        return metrics, samples[: self.cfg.eval.samples]
+
+    def save_critics(self, folder: Path) -> None:
+        import ray
+
+        ray.get([c.save.remote(str(folder)) for c in self.critics])
+
+    def resume(self, folder: Path, step: int, weights: dict[str, torch.Tensor]) -> None:
+        import ray
+
+        ray.get([c.restore.remote(str(folder)) for c in self.critics])
+        sync_weights(self.engines, weights, step, rollback=True)
+
+    def critic_info(self) -> list[dict[str, float]]:
+        import ray
+
+        return ray.get([c.info.remote() for c in self.critics])
+
+
+def response_logits(model: Any, batch: RolloutBatch) -> torch.Tensor:
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                position_ids=batch.position_ids)  # fmt: skip
+    return batch.response_slice(out.logits).float()
+
+
+def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+@torch.no_grad()
+def reference_stats(
+    ref: Any, model: Any, batch: RolloutBatch
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(ref logp, current logp) of the batch's responses, and the rollout-vs-learner gap."""
+    ref_logp = token_logp(response_logits(ref, batch), batch.responses)
+    own = token_logp(response_logits(model, batch), batch.responses)
+    gap = float(masked_mean((own - batch.old_logp).abs(), batch.response_mask))
+    return ref_logp, own, gap
+
+
+def policy_update(
+    learner: Learner, ref: Any, batch: RolloutBatch, est: Estimate, cfg: RLConfig, d: Dist,
+    step: int,
+) -> dict[str, float]:  # fmt: skip
+    """`ppo_epochs` x `minibatches` clipped-ratio steps; every rank trains on its share."""
+    loss_cfg, module = cfg.loss, learner.module
+    ref_logp, own_logp, gap = reference_stats(ref, module, batch)
+    old_logp = own_logp if loss_cfg.old_logprobs == "recompute" else batch.old_logp
+    mask = batch.response_mask
+    kl_now = float(masked_mean(kl_estimate(own_logp, ref_logp, loss_cfg.kl_estimator), mask))
+    loss_fn = POLICY_LOSSES[loss_cfg.policy_loss]
+    gen = torch.Generator().manual_seed(cfg.seed * 7919 + step)
+    n, mb = batch.input_ids.shape[0], batch.input_ids.shape[0] // loss_cfg.minibatches
+    sums: dict[str, float] = {"policy_loss": 0.0, "clip_frac": 0.0, "entropy": 0.0}
+    updates = 0
+    for _ in range(loss_cfg.ppo_epochs):
+        perm = torch.randperm(n, generator=gen)
+        for j in range(loss_cfg.minibatches):
+            rows = perm[j * mb : (j + 1) * mb][d.rank :: d.world]
+            sub = batch.rows(rows)
+            logits = response_logits(learner.engine, sub)
+            logp = token_logp(logits, sub.responses)
+            entropy = entropy_from_logits(logits)
+            part = est.select(rows)
+            loss, st = loss_fn(
+                logp, old_logp[rows], part.advantages, sub.response_mask,
+                eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high,
+                adv_mask=part.adv_mask, entropy=entropy,
+                entropy_coef=loss_cfg.entropy_coef, entropy_mask=part.entropy_mask,
+                agg=loss_cfg.agg,
+            )  # fmt: skip
+            if loss_cfg.kl_coef:
+                kl = kl_estimate(logp, ref_logp[rows], loss_cfg.kl_estimator)
+                loss = loss + loss_cfg.kl_coef * masked_mean(kl, sub.response_mask)
+            sums["policy_loss"] += learner.apply(loss, lr_at(step, cfg))
+            sums["clip_frac"] += st["clip_frac"]
+            sums["entropy"] += float(masked_mean(entropy.detach(), sub.response_mask))
+            updates += 1
+    stats = {k: v / updates for k, v in sums.items()}
+    stats.update(kl=kl_now, rollout_logp_gap=gap, lr=lr_at(step, cfg))
+    return stats
+
+
+def rl_loop(config: dict[str, Any]) -> dict[str, float]:
+    """Entry point of every Ray Train worker of an RL run."""
+    import ray
+
+    cfg: RLConfig = config["config_class"].model_validate(config["cfg"])
+    d = Dist()
+    ctx: RunContext = config["ctx"].worker(config.get("reporter", "none"), d.rank)
+    torch.set_num_threads(cfg.learner.threads_per_worker)
+    policy_dir = Path(config["policy_dir"])
+    tokenizer = load_tokenizer(policy_dir)
+    latest = ctx.latest_checkpoint()
+    ctx.seed_everything()
+    model = load_causal_lm(latest if latest is not None else policy_dir)
+    rows = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    learner = Learner(cfg.learner, model, d, rows // cfg.loss.minibatches // d.world)
+    ref = load_causal_lm(policy_dir).eval()
+    start, _ = restore(latest, learner, d) if latest is not None else (0, {})
+    ctx.seed_everything(offset=1 + d.rank + start)
+    driver = None
+    if d.rank == 0:
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        driver = StepDriver(cfg, ctx, config["engines"], config["critics"],
+                            config["estimate"], pad)  # fmt: skip
+        if latest is not None:
+            driver.resume(latest, start, learner.module.state_dict())
+    if latest is not None:
+        ctx.truncate_metrics(start)
+        ctx.record(start, resumed_from_step=start)
+    else:
+        evaluate_and_log(driver, ctx, d, 0)
+
+    warmup = getattr(getattr(cfg, "critic", None), "warmup_steps", 0)
+    for step in range(start, cfg.learner.max_steps):
+        started = time.perf_counter()
+        payload = driver.collect(step) if driver is not None else None
+        batch, est, stats, samples = broadcast(payload, d)
+        if step >= warmup:
+            stats.update(policy_update(learner, ref, batch, est, cfg, d, step))
+        if driver is not None:
+            stats.update(driver.finish(step, learner.module.state_dict()))
+        done = step + 1
+        stats["step_s"] = time.perf_counter() - started
+        if done % cfg.learner.log_every == 0 or done == cfg.learner.max_steps:
+            ctx.log(done, **broadcast(stats, d))
+        if done % cfg.learner.eval_every == 0 or done == cfg.learner.max_steps:
+            evaluate_and_log(driver, ctx, d, done, samples)
+        if done % cfg.learner.checkpoint_every == 0 or done == cfg.learner.max_steps:
+            extra = {"data": {"step": done}, "metrics": {}}
+            write_critics = driver.save_critics if driver is not None and driver.critics else None
+            save_checkpoint(ctx, learner, tokenizer, done, extra, write_critics)
+
+    final = summarize(ctx, driver, d, learner.module)
+    model_dir = ctx.artifacts_dir / "model"
+    if d.rank == 0:
+        learner.module.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        if driver.critics:
+            driver.save_critics(ctx.artifacts_dir)
+    d.barrier()
+    if config.get("in_train"):
+        final_ckpt = ray.train.Checkpoint.from_directory(str(model_dir)) if d.rank == 0 else None
+        ray.train.report(final, checkpoint=final_ckpt)
+    return final
+
+
+def evaluate_and_log(
+    driver: StepDriver | None, ctx: RunContext, d: Dist, step: int,
+    train_samples: list[dict] | None = None,
+) -> None:  # fmt: skip
+    """Test accuracy at `step` (all ranks log it); samples to artifacts/samples/."""
+    metrics, samples = driver.evaluate(step) if driver is not None else ({}, [])
+    if driver is not None:
+        folder = ctx.artifacts_dir / "samples"
+        folder.mkdir(exist_ok=True)
+        rows = samples + (train_samples or [])
+        (folder / f"step_{step:06d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ctx.log(step, **broadcast(metrics, d))
+
+
+def summarize(
+    ctx: RunContext, driver: StepDriver | None, d: Dist, module: torch.nn.Module
+) -> dict[str, float]:
+    """The run's summary from its own metrics log (complete also after a resume)."""
+    final: dict[str, float] = {}
+    if d.rank == 0:
+        records = ctx.metrics()
+        evals = [r for r in records if "test_accuracy" in r]
+        trains = [r for r in records if "reward" in r]
+        tail = trains[-max(1, len(trains) // 5) :]  # the last fifth of training
+        final["test_accuracy"] = evals[-1]["test_accuracy"] if evals else float("nan")
+        final["base_test_accuracy"] = evals[0]["test_accuracy"] if evals else float("nan")
+        final["best_test_accuracy"] = max((r["test_accuracy"] for r in evals), default=float("nan"))
+        for key in ("reward", "accuracy", "entropy", "kl", "mean_sigma", "sigma_err_corr",
+                    "masked_frac", "filtered_frac", "critic_loss", "response_len"):  # fmt: skip
+            values = [r[key] for r in tail if isinstance(r.get(key), int | float)]
+            if values:
+                final[key] = sum(values) / len(values)
+        times = [r["step_s"] for r in trains if "step_s" in r][1:] or [float("nan")]
+        final["seconds_per_step"] = sum(times) / len(times)
+        final["policy_params"] = float(sum(p.numel() for p in module.parameters()))
+        info = driver.critic_info() if driver.critics else []
+        final["critic_params"] = float(sum(i["params"] for i in info))
+        final["critic_restarts"] = float(sum(i["restarts"] for i in info))
+    return broadcast(final, d)

@@ -1,0 +1,52 @@
+"""RolloutBatch layout: the learner's forward over a batch reproduces the engine's logprobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
+from rayworks.pipelines.rl.batch import make_batch
+from rayworks.pipelines.rl.learner import response_logits, token_logp
+from rayworks.pipelines.rl.rollout import HFEngine, Rollout, SamplingConfig
+
+TEXTS = ["Q: 12+3=\n<think>2+3=5 c0|1+0=1 c0</think>A: 15"] * 30
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> HFEngine:
+    path: Path = tmp_path_factory.mktemp("policy")
+    tok = train_tokenizer(TokenizerSpec(), TEXTS)
+    torch.manual_seed(0)
+    decoder_for(DecoderSpec(d_model=32, n_layer=2, n_head=2), tok).save_pretrained(path)
+    tok.save_pretrained(path)
+    return HFEngine(path)
+
+
+def test_rows_are_left_padded_prompts_then_right_padded_responses():
+    rollouts = [
+        Rollout(0, [5, 6, 7], [8, 9], [-0.1, -0.2], "", True, 0),
+        Rollout(1, [5], [8, 9, 10, 11], [-0.1, -0.2, -0.3, -0.4], "", False, 0),
+    ]
+    batch = make_batch(rollouts, [1.0, 0.0], pad=0)
+    assert batch.prompt_width == 3
+    assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9, 0, 0], [0, 0, 5, 8, 9, 10, 11]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1, 1]]
+    assert batch.response_mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert batch.position_ids[1].tolist() == [0, 0, 0, 1, 2, 3, 4]
+    assert batch.old_logp[0].tolist() == pytest.approx([-0.1, -0.2, 0, 0])
+    assert batch.rewards.tolist() == [1.0, 0.0]
+    sub = batch.rows([1])
+    assert sub.input_ids.tolist() == [batch.input_ids[1].tolist()] and sub.prompt_width == 3
+
+
+def test_learner_forward_matches_engine_logprobs(engine):
+    prompts = ["Q: 12+3=\n", "Q: 1+2=\n", "Q: 123+45=\n"]  # different lengths
+    rollouts = engine.generate(prompts, 2, SamplingConfig(max_new_tokens=12, seed=3))
+    batch = make_batch(rollouts, [0.0] * len(rollouts), pad=engine.pad)
+    with torch.no_grad():
+        logp = token_logp(response_logits(engine.model, batch), batch.responses)
+    mask = batch.response_mask
+    torch.testing.assert_close(logp * mask, batch.old_logp, atol=1e-4, rtol=0)

@@ -1,0 +1,82 @@
+"""The learner's policy update (single process) and the step driver's data position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, load_causal_lm, train_tokenizer
+from rayworks.pipelines.lm.data import batch_rows
+from rayworks.pipelines.lm.train_loop import Dist, Learner
+from rayworks.pipelines.rl.batch import Estimate, make_batch
+from rayworks.pipelines.rl.config import RLConfig
+from rayworks.pipelines.rl.learner import broadcast, policy_update, response_logits, token_logp
+from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
+from rayworks.platform.config import build_config
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("policy")
+    tok = train_tokenizer(TokenizerSpec(), ["Q: 12+3=\n<think>2+3=5 c0|1+0=1 c0</think>A: 15"] * 30)
+    torch.manual_seed(0)
+    decoder_for(DecoderSpec(d_model=32, n_layer=1, n_head=2), tok).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def seq_logp(model, batch) -> torch.Tensor:
+    with torch.no_grad():
+        logp = token_logp(response_logits(model, batch), batch.responses)
+    return (logp * batch.response_mask).sum(1)
+
+
+def setup(policy_dir: Path, *sets: str):
+    cfg = build_config(RLConfig, "smoke", (), ["rollout.prompts_per_step=1",
+                                               "rollout.group_size=4", *sets])  # fmt: skip
+    engine = HFEngine(policy_dir)
+    rollouts = engine.generate(["Q: 12+3=\n"], 4, SamplingConfig(max_new_tokens=10, seed=0))
+    batch = make_batch(rollouts, [1.0, 0.0, 0.0, 0.0], engine.pad)
+    model = load_causal_lm(policy_dir)
+    learner = Learner(cfg.learner, model, Dist(), micro_batch=4)
+    return cfg, batch, learner, load_causal_lm(policy_dir).eval()
+
+
+def test_update_raises_the_rewarded_response_and_lowers_the_others(policy_dir):
+    cfg, batch, learner, ref = setup(policy_dir, "loss.entropy_coef=0", "learner.lr=0.01",
+                                     "loss.ppo_epochs=4", "loss.minibatches=1")  # fmt: skip
+    adv = torch.tensor([1.5, -0.5, -0.5, -0.5])[:, None] * batch.response_mask
+    before = seq_logp(learner.module, batch)
+    stats = policy_update(learner, ref, batch, Estimate(advantages=adv), cfg, Dist(), step=0)
+    after = seq_logp(learner.module, batch)
+    assert after[0] > before[0] and (after[1:] < before[1:]).all()
+    assert stats["rollout_logp_gap"] < 1e-4  # engine and learner agree: IS correction is a no-op
+    assert stats["kl"] == pytest.approx(0.0, abs=1e-6)  # first step: policy == reference
+    assert 0 < stats["clip_frac"] <= 1
+
+
+def test_zero_advantage_leaves_a_zero_loss(policy_dir):
+    cfg, batch, learner, ref = setup(policy_dir, "loss.entropy_coef=0", "loss.minibatches=1",
+                                     "loss.ppo_epochs=1")  # fmt: skip
+    stats = policy_update(learner, ref, batch, Estimate(advantages=torch.zeros(4, batch.old_logp.shape[1])), cfg, Dist(), step=0)  # fmt: skip
+    assert stats["policy_loss"] == 0.0  # ratio 1, advantage 0: exactly 0, as expected
+
+
+def test_masked_advantages_do_not_move_the_policy(policy_dir):
+    cfg, batch, learner, ref = setup(policy_dir, "loss.entropy_coef=0", "learner.lr=0.01")
+    adv = torch.ones_like(batch.old_logp)
+    before = {k: v.clone() for k, v in learner.module.state_dict().items()}
+    est = Estimate(advantages=adv, adv_mask=torch.zeros_like(adv))
+    policy_update(learner, ref, batch, est, cfg, Dist(), step=0)
+    for key, value in learner.module.state_dict().items():
+        torch.testing.assert_close(value, before[key])
+
+
+def test_data_position_is_the_step():
+    cfg = build_config(RLConfig, "smoke")
+    first = batch_rows(5000, cfg.rollout.prompts_per_step, cfg.seed, 7)
+    assert torch.equal(first, batch_rows(5000, cfg.rollout.prompts_per_step, cfg.seed, 7))
+    assert not torch.equal(first, batch_rows(5000, cfg.rollout.prompts_per_step, cfg.seed, 8))
+    assert broadcast({"a": 1}, Dist()) == {"a": 1}  # single process: passthrough

@@ -1,0 +1,88 @@
+"""End-to-end RL runs through `rayworks run` on the session's Ray head (smoke presets)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rayworks.models import load_causal_lm
+from rayworks.pipelines.rl.critic import NAMESPACE, actor_name
+
+
+def _run_dirs(root: Path, name: str) -> list[Path]:
+    return sorted((root / name).glob("*"))
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
+    cli(["run", "grpo", "--preset", "smoke", "--no-progress"])
+    (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    for key in ("test_accuracy", "base_test_accuracy", "reward", "entropy", "kl"):
+        assert isinstance(summary[key], float), key
+    records = _metrics(run_dir)
+    assert [r["step"] for r in records if "reward" in r] == [1, 2, 3]
+    assert [r["step"] for r in records if "test_accuracy" in r] == [0, 2, 3]
+    assert {"reward/verifier", "entropy", "kl", "clip_frac", "gen_tokens_per_s"} <= set(records[1])
+    samples = sorted((run_dir / "artifacts" / "samples").glob("step_*.jsonl"))
+    assert [p.name for p in samples] == ["step_000000.jsonl", "step_000002.jsonl",
+                                         "step_000003.jsonl"]  # fmt: skip
+    rows = [json.loads(line) for line in samples[-1].read_text().splitlines()]
+    assert {r["split"] for r in rows} == {"test", "train"}
+    load_causal_lm(run_dir / "artifacts" / "model")  # HF format, loads with transformers
+
+
+def test_ppo_resume_reproduces_the_uninterrupted_run(cli, cli_env, tmp_path):
+    """Checkpoint at step 2, resume to 4: the same rollouts, policy, critic and metrics."""
+    ref_env = dict(cli_env, RAYWORKS_RUNS_DIR=str(tmp_path / "ref"))
+    four = ["--set", "learner.max_steps=4", "--set", "learner.checkpoint_every=2"]
+    cli(["run", "ppo", "--preset", "smoke", "--no-progress", *four], env=ref_env)
+    (reference,) = _run_dirs(tmp_path / "ref", "ppo")
+    two = ["--set", "learner.max_steps=2", "--set", "learner.checkpoint_every=2"]
+    cli(["run", "ppo", "--preset", "smoke", "--no-progress", *two])
+    (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "ppo")
+    assert (run_dir / "checkpoints" / "step_00000002" / "critic_0" / "state.json").is_file()
+    cli(["run", "ppo", "--resume", str(run_dir), "--no-progress", "--set", "learner.max_steps=4"])
+    keys = ("reward", "policy_loss", "critic_loss", "entropy", "value_mean")
+    want = {r["step"]: r for r in _metrics(reference) if "reward" in r}
+    got = {r["step"]: r for r in _metrics(run_dir) if "reward" in r}
+    assert sorted(got) == [1, 2, 3, 4]
+    for step in (3, 4):
+        for key in keys:
+            assert got[step][key] == pytest.approx(want[step][key], rel=1e-4, abs=1e-6), (step, key)
+
+
+def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env):
+    import ray
+
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rayworks", "run", "asyppo", "--preset", "smoke", "--no-progress",
+         "--set", "learner.max_steps=40", "--set", "learner.eval_every=20"],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline, killed = time.time() + 300, False
+    while not killed and time.time() < deadline and proc.poll() is None:
+        dirs = _run_dirs(runs, "asyppo")
+        metrics = dirs[0] / "metrics.jsonl" if dirs else None
+        if metrics and metrics.is_file() and '"reward"' in metrics.read_text():
+            actor = ray.get_actor(actor_name(dirs[0].name, 1), namespace=NAMESPACE)
+            ray.kill(actor, no_restart=False)
+            killed = True
+        time.sleep(0.05)
+    output, _ = proc.communicate(timeout=300)
+    assert killed, "the run ended before a critic could be killed:\n" + output[-3000:]
+    assert proc.returncode == 0, output[-3000:]
+    summary = json.loads((dirs[0] / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["critic_restarts"] == 1
+    steps = [r["step"] for r in _metrics(dirs[0]) if "reward" in r]
+    assert steps == list(range(1, 41))
