@@ -117,7 +117,7 @@ def base_models(cfg: RLConfig, runs_root: Path) -> tuple[Path, Path | None]:
     else:
         policy = build_base(cache, "policy", sft_config(cfg.task, cfg.policy.model,
                                                         cfg.policy.sft, max_new))  # fmt: skip
-    critic_cfg = getattr(cfg, "critic", None)
+    critic_cfg = cfg.critic_config()
     if critic_cfg is None:
         return policy, None
     if critic_cfg.path:

@@ -54,6 +54,13 @@ class RolloutConfig(Config):
     )
     engine_threads: int = Field(1, ge=1, description="torch threads per hf engine")
 
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments of the engine (the `hf` engine's device and threads)."""
+        if self.engine != "hf":
+            return {}
+        return {"threads": self.engine_threads,
+                "device": "cuda" if self.engine_resources.get("GPU") else "cpu"}  # fmt: skip
+
 
 class LossConfig(Config):
     policy_loss: str = Field("clipped", description="registered policy loss (algo.POLICY_LOSSES)")
@@ -138,30 +145,30 @@ class RLConfig(PipelineConfig):
             for s in specs
         ]
 
-    def n_critics(self) -> int:
-        return 0
+    def critic_config(self) -> CriticConfig | None:
+        """The critics' settings; None for a critic-free method."""
+        return None
 
     def ray_resources(self) -> dict[str, float]:
         """What one run reserves: learner workers, engine actors and critic actors."""
-        total: dict[str, float] = {}
-        roles: list[tuple[int, dict[str, float]]] = [
-            (self.learner.num_workers, self._learner_resources()),
+        learner = {"CPU": self.learner.cpus_per_worker}
+        if self.learner.use_gpu:
+            learner["GPU"] = 1.0
+        roles = [
+            (self.learner.num_workers, learner),
             (self.rollout.num_engines, self.rollout.engine_resources),
         ]
-        for count, res in roles + self._extra_roles():
+        critic = self.critic_config()
+        if critic is not None:
+            roles.append((critic.n_critics, critic.resources))
+        total: dict[str, float] = {}
+        for count, res in roles:
             for key, value in res.items():
                 total[key] = total.get(key, 0.0) + count * value
         return total
 
-    def _learner_resources(self) -> dict[str, float]:
-        res = {"CPU": self.learner.cpus_per_worker}
-        return {**res, "GPU": 1.0} if self.learner.use_gpu else res
-
-    def _extra_roles(self) -> list[tuple[int, dict[str, float]]]:
-        return []
-
     @model_validator(mode="after")
-    def _consistent(self) -> Any:
+    def _consistent(self) -> RLConfig:
         rows = self.rollout.prompts_per_step * self.rollout.group_size
         if rows % (self.loss.minibatches * self.learner.num_workers):
             raise ValueError(
@@ -216,11 +223,8 @@ class PPOConfig(RLConfig):
 
     critic: CriticConfig = Field(default_factory=CriticConfig)
 
-    def n_critics(self) -> int:
-        return self.critic.n_critics
-
-    def _extra_roles(self) -> list[tuple[int, dict[str, float]]]:
-        return [(self.critic.n_critics, self.critic.resources)]
+    def critic_config(self) -> CriticConfig:
+        return self.critic
 
 
 class AsyPPOKnobs(Config):

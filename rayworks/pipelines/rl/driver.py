@@ -8,8 +8,6 @@ function (rewards + critic values -> advantages, masks, critic targets).
 
 from __future__ import annotations
 
-from typing import Any
-
 from rayworks.errors import ConfigError
 from rayworks.pipelines.rl.base import base_models, base_summary
 from rayworks.pipelines.rl.config import RLConfig
@@ -42,17 +40,14 @@ def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, fl
     policy_dir, critic_dir = base_models(cfg, ctx.run_dir.parent.parent)
     base = {f"base_{k}": v for k, v in base_summary(policy_dir).items() if k == "exact_match"}
     ro = cfg.rollout
-    kwargs: dict[str, Any] = {}
-    if ro.engine == "hf":
-        kwargs = {"threads": ro.engine_threads, "device": "cuda" if ro.engine_resources.get("GPU") else "cpu"}  # fmt: skip
     engines = make_engine_group(
-        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, **kwargs
+        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, **ro.engine_kwargs()
     )
-    critics = []
-    if cfg.n_critics():
+    critic_cfg, critics = cfg.critic_config(), []
+    if critic_cfg is not None and critic_dir is not None:
         critics = make_critics(
-            cfg.critic, critic_dir, ctx.run_dir / "critics", ctx.run_id, cfg.seed
-        )  # type: ignore[attr-defined]
+            critic_cfg, critic_dir, ctx.run_dir / "critics", ctx.run_id, cfg.seed
+        )
     ctx.progress(cfg.learner.max_steps, ctx.pipeline)
     callbacks = []
     if ctx.reporter == "tune":

@@ -271,7 +271,8 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     else:
         evaluate_and_log(driver, ctx, d, 0)
 
-    warmup = getattr(getattr(cfg, "critic", None), "warmup_steps", 0)
+    critic_cfg = cfg.critic_config()
+    warmup = critic_cfg.warmup_steps if critic_cfg is not None else 0
     for step in range(start, cfg.learner.max_steps):
         started = time.perf_counter()
         payload = driver.collect(step) if driver is not None else None

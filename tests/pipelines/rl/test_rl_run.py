@@ -86,3 +86,17 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
     assert summary["status"] == "completed" and summary["critic_restarts"] == 1
     steps = [r["step"] for r in _metrics(dirs[0]) if "reward" in r]
     assert steps == list(range(1, 41))
+
+
+@pytest.mark.slow
+def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
+    """Rank 0 drives the engines and broadcasts each batch; both ranks train their slices."""
+    cli(["run", "grpo", "--preset", "smoke", "--no-progress",
+         "--set", "learner.strategy=deepspeed", "--set", "learner.num_workers=2",
+         "--set", "learner.cpus_per_worker=0.5"], timeout=900)  # fmt: skip
+    (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    latest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    assert (latest / "optimizer_rank0.safetensors").is_file()
+    assert (latest / "optimizer_rank1.safetensors").is_file()
+    assert [r["step"] for r in _metrics(run_dir) if "reward" in r] == [1, 2, 3]
