@@ -1,0 +1,446 @@
+"""Seconds per RL step and generated tokens/s: `rayworks run grpo` against TRL's GRPOTrainer.
+
+Both sides train the very same policy folder (one tiny Llama, SFT'd once by rayworks and
+cached under `<runs-dir>/cache/base/`) on the same arithmetic prompts with the task's exact
+verifier as the only reward, with the same group size G, prompts per step, generation length
+(temperature 1, no top-k/top-p), no KL term, no entropy bonus, one optimizer step on all
+prompts x G completions per RL step (our loss.ppo_epochs=1 loss.minibatches=1; TRL
+num_iterations=1, steps_per_generation=1), measured in one script run on this CPU.
+
+  ours  the `grpo` pipeline on embedded local Ray: one hf engine actor and one Ray Train
+        learner worker, 1 torch thread each (separate processes; they take turns).
+        step_s / gen_s / sync_s and tokens come from the run's metrics.jsonl.
+  TRL   GRPOTrainer in one process (a subprocess of this script), with all cores' torch
+        threads (and, unless --trl-threads says otherwise, again with 1 thread). A step
+        (on_step_begin -> on_step_end) is generation + rewards + loss + optimizer step;
+        tokens are counted from the completion ids its reward function receives.
+        Multi-threaded runs get OMP_WAIT_POLICY=PASSIVE (--omp-wait): with OpenMP's default
+        spinning, 2 threads on 2 cores that another process also uses stall for seconds per
+        step (NOTES.md), which would time the shared machine rather than TRL.
+
+Load from other processes slows every side; the 1-minute load average before each side is
+written to the results, and medians are shown next to means.
+
+The first --warmup steps of each side are left out (model load, allocator and thread-pool
+warmup); the rest give the mean seconds per step, generated tokens per second of step time
+(response tokens / step_s) and of generation time (response tokens / gen_s), and the ratios
+ours / TRL as speeds (>1: ours faster). Two sizes (NOTES.md): `small` is the RL pipeline's
+default policy (d_model 64, 2 layers; 8 prompts x G=8, 80 new tokens), where a step is mostly
+overhead; `large` (d_model 256, 4 layers; 8 x 8 rollouts of 64 tokens, briefly SFT'd: accuracy
+does not matter for timing) is where compute weighs more.
+
+    python benchmarks/rl_step.py [--size small|large|both] [--steps 20] [--warmup 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_OUT = ROOT / "results" / "rl_step.json"
+
+# Per size: the policy (built by rayworks) and the rollout shape; both sides get the same.
+SIZES: dict[str, list[str]] = {
+    "small": [],  # the pipeline defaults: d_model 64, 2 layers, 8 prompts x G=8, 80 new tokens
+    "large": [
+        "policy.model.d_model=256",
+        "policy.model.n_layer=4",
+        "policy.model.n_head=4",
+        "policy.sft.steps=150",
+        "policy.sft.n_test=16",
+        "rollout.sampling.max_new_tokens=64",
+    ],
+}
+# What makes our step the same work as one TRL optimizer step (see the module docstring).
+MATCHED = ["loss.ppo_epochs=1", "loss.minibatches=1", "loss.entropy_coef=0", "loss.kl_coef=0"]
+
+
+def rl_config(size: str, extra: list[str]) -> Any:
+    from rayworks.pipelines.rl.config import RLConfig
+    from rayworks.platform.config import build_config
+
+    return build_config(RLConfig, None, (), [*SIZES[size], *extra])
+
+
+def build_policy(size: str, runs_dir: Path) -> tuple[Path, float]:
+    """The SFT'd policy folder of `size` (built once, then cached) and the seconds it took."""
+    from rayworks.pipelines.rl.base import base_models
+
+    started = time.perf_counter()
+    policy_dir, _ = base_models(rl_config(size, []), runs_dir)
+    return policy_dir, time.perf_counter() - started
+
+
+def summarize(rows: list[dict[str, float]], n_rollouts: int) -> dict[str, float]:
+    """Means over the measured steps: step_s, gen_s, sync_s, tokens and the derived rates."""
+    mean = lambda key: statistics.fmean(r[key] for r in rows)  # noqa: E731
+    step_s, gen_s, tokens = mean("step_s"), mean("gen_s"), mean("tokens")
+    out = {
+        "measured_steps": len(rows),
+        "step_s": step_s,
+        "step_s_median": statistics.median(r["step_s"] for r in rows),
+        "step_s_stdev": statistics.stdev(r["step_s"] for r in rows) if len(rows) > 1 else 0.0,
+        "gen_s": gen_s,
+        "tokens_per_step": tokens,
+        "response_len": tokens / n_rollouts,
+        "tokens_per_step_s": tokens / step_s,
+        "tokens_per_gen_s": tokens / gen_s,
+    }
+    if all("sync_s" in r for r in rows):
+        out["sync_s"] = mean("sync_s")
+        out["rest_s"] = step_s - gen_s - out["sync_s"]
+    else:
+        out["rest_s"] = step_s - gen_s
+    return out
+
+
+# --- ours ---------------------------------------------------------------------------------
+
+
+def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: int) -> dict:
+    import ray
+
+    from rayworks.platform import launch
+
+    overrides = [
+        *SIZES[size],
+        *MATCHED,
+        f"policy.path={policy_dir}",
+        f"learner.max_steps={steps}",
+        f"learner.eval_every={steps}",  # evaluations only at step 0 and after the last step
+        f"learner.checkpoint_every={steps}",
+        "eval.n_test=8",
+        "eval.samples=0",
+    ]
+    cfg = rl_config(size, overrides[len(SIZES[size]) :])  # the same config launch builds
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    try:
+        result = launch.run("grpo", overrides=overrides, runs_dir=runs_dir, progress=False)
+        wall = time.perf_counter() - started
+    finally:
+        ray.shutdown()  # the Ray this script started; TRL gets the cores next
+        time.sleep(3)  # let its worker processes exit
+    records = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    every = cfg.learner.eval_every
+    evals = {0, steps} | {s for s in range(every, steps + 1, every)}
+    train = [r for r in records if "reward" in r]
+    n = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    rows = [
+        {"step_s": r["step_s"], "gen_s": r["gen_s"], "sync_s": r["sync_s"],
+         "tokens": r["response_len"] * n}
+        for r in train
+        if r["step"] > warmup and r["step"] - 1 not in evals
+    ]  # fmt: skip
+    out = summarize(rows, n)
+    out.update(
+        wall_s=wall,
+        steps=steps,
+        load_avg_1m_before=load,
+        threads="engine 1 + learner 1 (separate processes)",
+        run_dir=str(result.run_dir),
+        accuracy=statistics.fmean(r["accuracy"] for r in train),
+    )
+    return out
+
+
+# --- TRL (runs in a subprocess: its own torch threads, no Ray in the process) -------------
+
+
+def run_trl(
+    policy_dir: Path, cfg: Any, steps: int, warmup: int, threads: int, omp_wait: str
+) -> dict:
+    spec = {
+        "model": str(policy_dir),
+        "steps": steps,
+        "warmup": warmup,
+        "threads": threads,
+        "task": cfg.task,
+        "prompts": cfg.rollout.prompts_per_step,
+        "group": cfg.rollout.group_size,
+        "max_new_tokens": cfg.rollout.sampling.max_new_tokens,
+        "temperature": cfg.rollout.sampling.temperature,
+        "lr": cfg.learner.lr,
+        "grad_clip": cfg.learner.grad_clip,
+        "eps": cfg.loss.eps_low,
+        "seed": cfg.seed,
+        "data_seed": cfg.policy.sft.seed,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
+        spec["out"] = str(Path(tmp) / "trl.json")
+        spec["output_dir"] = str(Path(tmp) / "trainer")
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        if threads > 1 and omp_wait:
+            env["OMP_WAIT_POLICY"] = omp_wait
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, __file__, "--trl-worker", json.dumps(spec)], env=env, check=True
+        )
+        wall = time.perf_counter() - started
+        out = json.loads(Path(spec["out"]).read_text())
+    out.update(wall_s=wall, load_avg_1m_before=load)
+    return out
+
+
+def trl_worker(spec: dict[str, Any]) -> None:
+    """One TRL GRPOTrainer run with `spec`'s settings; writes its per-step timings."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rayworks.data.tasks import get_task
+    from rayworks.pipelines.rl.learner import TRAIN_POOL
+
+    task = get_task(spec["task"])
+    pool = task.examples(TRAIN_POOL, "train", spec["data_seed"])  # our training prompt pool
+    dataset = Dataset.from_dict(
+        {"prompt": [e.prompt for e in pool], "answer": [e.answer for e in pool],
+         "index": list(range(len(pool)))}
+    )  # fmt: skip
+    tokens: list[int] = []
+    accuracy: list[float] = []
+
+    def verifier(completions: list[str], completion_ids: list[list[int]], index: list[int],
+                 **_: Any) -> list[float]:  # fmt: skip
+        """Our task's exact verifier on each completion (the example via the `index` column)."""
+        tokens.append(sum(len(ids) for ids in completion_ids))
+        scores = [task.verify(pool[i], c) for i, c in zip(index, completions, strict=True)]
+        accuracy.append(sum(scores) / len(scores))
+        return scores
+
+    times: dict[str, list[float]] = {"step_s": [], "gen_s": []}
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            times["step_s"].append(time.perf_counter() - self.started)
+
+    class TimedGRPO(GRPOTrainer):
+        def _generate(self, prompts: list) -> Any:  # tokenize, generate, decode
+            started = time.perf_counter()
+            out = super()._generate(prompts)
+            times["gen_s"].append(time.perf_counter() - started)
+            return out
+
+    g, rows = spec["group"], spec["prompts"] * spec["group"]
+    args = GRPOConfig(
+        output_dir=spec["output_dir"],
+        use_cpu=True,
+        bf16=False,
+        use_vllm=False,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        logging_steps=1,
+        disable_tqdm=True,
+        max_steps=spec["steps"],
+        # one optimizer step = one generation of prompts x G completions, used once
+        num_generations=g,
+        per_device_train_batch_size=rows,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_iterations=1,
+        max_completion_length=spec["max_new_tokens"],
+        temperature=spec["temperature"],
+        top_p=1.0,
+        top_k=0,
+        beta=0.0,  # no KL, so no reference model
+        epsilon=spec["eps"],
+        loss_type="dapo",  # token mean over the batch, as our loss.agg=token-mean
+        scale_rewards="group",  # as our loss.grpo_scale=true
+        learning_rate=spec["lr"],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=spec["grad_clip"],
+        seed=spec["seed"],
+        dataloader_num_workers=0,
+    )
+    trainer = TimedGRPO(
+        model=spec["model"],
+        reward_funcs=verifier,
+        args=args,
+        train_dataset=dataset,
+        callbacks=[StepTimer()],
+    )
+    trainer.train()
+    n = len(times["step_s"])
+    if not (len(times["gen_s"]) == len(tokens) == n == spec["steps"]):
+        raise RuntimeError(
+            f"expected one generation per step: {n} steps, {len(times['gen_s'])} generations, "
+            f"{len(tokens)} reward calls"
+        )
+    step_rows = [
+        {"step_s": times["step_s"][i], "gen_s": times["gen_s"][i], "tokens": tokens[i]}
+        for i in range(spec["warmup"], n)
+    ]
+    out = summarize(step_rows, rows)
+    out.update(
+        steps=n,
+        threads=f"{torch.get_num_threads()} (one process)",
+        accuracy=statistics.fmean(accuracy),
+    )
+    Path(spec["out"]).write_text(json.dumps(out))
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def table(size: str, shape: str, ours: dict, trls: dict[str, dict]) -> str:
+    lines = [f"== {size}: {shape}"]
+    head = f"{'':<18}{'s/step':>8}{'median':>8}{'tok/s step':>12}{'tok/s gen':>11}{'resp len':>10}"
+    lines.append(head + f"{'ours/TRL speed: step, tok/s, median step':>43}")
+    lines.append(
+        f"{'ours':<18}{ours['step_s']:>8.3f}{ours['step_s_median']:>8.3f}"
+        f"{ours['tokens_per_step_s']:>12.0f}{ours['tokens_per_gen_s']:>11.0f}"
+        f"{ours['response_len']:>10.1f}"
+    )
+    for name, trl in trls.items():
+        ratio = f"{trl['step_s'] / ours['step_s']:.2f}x, "
+        ratio += f"{ours['tokens_per_step_s'] / trl['tokens_per_step_s']:.2f}x, "
+        ratio += f"{trl['step_s_median'] / ours['step_s_median']:.2f}x"
+        lines.append(
+            f"{name:<18}{trl['step_s']:>8.3f}{trl['step_s_median']:>8.3f}"
+            f"{trl['tokens_per_step_s']:>12.0f}{trl['tokens_per_gen_s']:>11.0f}"
+            f"{trl['response_len']:>10.1f}{ratio:>43}"
+        )
+    lines.append(
+        f"ours per step: gen {ours['gen_s']:.3f} s ({ours['gen_s'] / ours['step_s']:.0%}), "
+        f"sync {ours['sync_s']:.3f} s ({ours['sync_s'] / ours['step_s']:.0%}), "
+        f"rest (ref+policy forwards, update, rewards, Ray) {ours['rest_s']:.3f} s "
+        f"({ours['rest_s'] / ours['step_s']:.0%})"
+    )
+    for name, trl in trls.items():
+        lines.append(
+            f"{name} per step: gen {trl['gen_s']:.3f} s ({trl['gen_s'] / trl['step_s']:.0%}), "
+            f"rest (rewards, loss forward+backward, optimizer) {trl['rest_s']:.3f} s"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=["small", "large", "both"], default="both")
+    parser.add_argument("--steps", type=int, default=20, help="RL steps per side (incl. warmup)")
+    parser.add_argument("--warmup", type=int, default=3, help="first steps left out per side")
+    parser.add_argument(
+        "--trl-threads",
+        default=f"{os.cpu_count()},1",
+        help="comma-separated torch thread counts to run TRL with (default: all cores, then 1)",
+    )
+    parser.add_argument(
+        "--omp-wait",
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY of multi-threaded TRL runs ('' = OpenMP's default spinning, which "
+        "stalls for seconds when another process shares the cores; NOTES.md)",
+    )
+    parser.add_argument("--quick", action="store_true", help="short check: 4 steps, 1 warmup")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-rl-step"),
+                        help="our runs and the cached base policies (reused across runs)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.trl_worker:
+        trl_worker(json.loads(args.trl_worker))
+        return
+    if args.quick:
+        args.steps, args.warmup = 4, 1
+    if args.steps - args.warmup < 2:
+        parser.error("--steps must exceed --warmup by at least 2")
+    runs_dir = args.runs_dir.absolute()
+    sizes = ["small", "large"] if args.size == "both" else [args.size]
+    thread_counts = [int(t) for t in args.trl_threads.split(",") if t.strip()]
+
+    import torch
+    import transformers
+    import trl
+
+    results: dict[str, Any] = {
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "trl": trl.__version__,
+        },
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "trl_omp_wait_policy": args.omp_wait,
+        "sizes": {},
+    }
+    reports = []
+    for size in sizes:
+        print(f"[{size}] building/finding the SFT'd policy under {runs_dir}/cache/base ...")
+        policy_dir, build_s = build_policy(size, runs_dir)
+        cfg = rl_config(size, MATCHED)
+        spec = cfg.policy.model
+        shape = (
+            f"d_model {spec.d_model}, {spec.n_layer} layers; {cfg.rollout.prompts_per_step} prompts"
+            f" x G={cfg.rollout.group_size}, max {cfg.rollout.sampling.max_new_tokens} new tokens"
+        )
+        print(f"[{size}] policy {policy_dir} ({build_s:.0f} s); {shape}")
+        print(f"[{size}] ours: grpo, {args.steps} steps ...")
+        ours = run_ours(size, policy_dir, runs_dir, args.steps, args.warmup)
+        trls = {}
+        for threads in thread_counts:
+            print(f"[{size}] TRL GRPOTrainer, {threads} torch thread(s), {args.steps} steps ...")
+            name = f"TRL {threads} thr" + (f" {args.omp_wait.lower()}" if threads > 1 else "")
+            trls[name.strip()] = run_trl(
+                policy_dir, cfg, args.steps, args.warmup, threads, args.omp_wait
+            )
+        results["sizes"][size] = {
+            "shape": shape,
+            "policy_dir": str(policy_dir),
+            "policy_params": ours_params(ours["run_dir"]),
+            "ours": ours,
+            "trl": trls,
+            "ratios": {
+                name: {
+                    "step_speed": trl["step_s"] / ours["step_s"],
+                    "step_speed_median": trl["step_s_median"] / ours["step_s_median"],
+                    "tokens_per_step_s": ours["tokens_per_step_s"] / trl["tokens_per_step_s"],
+                    "tokens_per_gen_s": ours["tokens_per_gen_s"] / trl["tokens_per_gen_s"],
+                }
+                for name, trl in trls.items()
+            },
+        }
+        reports.append(table(size, shape, ours, trls))
+        print(reports[-1])
+    print()
+    print("\n\n".join(reports))
+    print(
+        f"(means over steps {args.warmup + 1}..{args.steps} of each side; ratio > 1: ours faster;"
+        f" load avg 1m now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"written to {args.out}")
+
+
+def ours_params(run_dir: str) -> float | None:
+    path = Path(run_dir) / "summary.json"
+    return json.loads(path.read_text()).get("policy_params") if path.is_file() else None
+
+
+if __name__ == "__main__":
+    main()
