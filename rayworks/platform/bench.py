@@ -32,7 +32,7 @@ import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -173,6 +173,7 @@ def execute(
             while queue and len(pending) < slots:
                 run = queue.pop(0)
                 ctx = RunContext.create(run.spec.name, run.cfg, _runs_root(out_dir, run.arm))
+                ctx = replace(ctx, cache_dir=out_dir / "runs" / "cache")  # one per bench
                 ref = remote_run(run.spec, run.cfg, ctx)
                 started[ref] = (run, ctx.metrics_path)
                 pending.append(ref)

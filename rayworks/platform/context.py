@@ -63,6 +63,7 @@ class RunContext:
     seed: int = 0
     reporter: Reporter = "none"
     rank: int = 0
+    cache_dir: Path | None = None  # shared artifacts (e.g. base models); default: <root>/cache
     _tb: Any = field(default=None, repr=False, compare=False)
 
     # ----------------------------------------------------------------- creation
@@ -122,6 +123,12 @@ class RunContext:
     @property
     def checkpoints_dir(self) -> Path:
         return self.run_dir / "checkpoints"
+
+    @property
+    def cache_root(self) -> Path:
+        """Where runs share built artifacts: `cache_dir`, else `cache/` beside the pipeline
+        folders (`runs/cache/`); a bench points all its arms, ablations included, at one."""
+        return self.cache_dir or self.run_dir.parent.parent / "cache"
 
     @property
     def run_id(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +232,12 @@ def test_seed_everything_is_reproducible(ctx: RunContext) -> None:
     assert (torch.rand(2).tolist(), np.random.rand(2).tolist()) == first
     ctx.seed_everything(offset=1)
     assert torch.rand(2).tolist() != first[0]
+
+
+def test_cache_root_defaults_beside_the_pipeline_folders_and_can_be_shared(tmp_path: Path):
+    cfg = build_config(LMConfig, "smoke")
+    ctx = RunContext.create("lm", cfg, tmp_path / "runs")
+    assert ctx.cache_root == tmp_path / "runs" / "cache"
+    nested = RunContext.create("lm", cfg, tmp_path / "runs" / "ablation" / "x")
+    shared = replace(nested, cache_dir=tmp_path / "runs" / "cache")
+    assert pickle.loads(pickle.dumps(shared)).cache_root == ctx.cache_root  # travels to workers

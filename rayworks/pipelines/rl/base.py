@@ -7,7 +7,7 @@ competent. Critics are smaller LMs trained the same way (AsyPPO's "pretrained sm
 critics"), sharing the policy's tokenizer so token ids line up.
 
 A base model is a pure function of its LM config, so it is built once and cached under
-`<runs root>/cache/base/<name>-<hash>/`: every arm and seed of a bench (and every later
+`<cache root>/base/<name>-<hash>/` (`runs/cache/` by default): every arm and seed of a bench (and every later
 run) starts from the very same weights. Concurrent runs wait on a file lock while the
 first one builds it; an interrupted build resumes from its checkpoint.
 """
@@ -50,6 +50,11 @@ def sft_config(task: str, model: DecoderSpec, sft: SFTConfig, max_new_tokens: in
     )  # fmt: skip
 
 
+def vocabulary(tokenizer_from: Path | None) -> str:
+    """The tokenizer's content (not its path) for cache keys: same vocabulary, same key."""
+    return (tokenizer_from / "tokenizer.json").read_text() if tokenizer_from else ""
+
+
 def cache_key(name: str, cfg: LMConfig, extra: str = "") -> str:
     blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + extra
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
@@ -59,12 +64,12 @@ def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | Non
     """SFT `cfg` once into `cache/<name>-<hash>/`; returns its HF model folder.
 
     `tokenizer_from` makes the model reuse that folder's tokenizer (critics use the
-    policy's); it is part of the cache key.
+    policy's); its content is part of the cache key.
     """
     from rayworks.pipelines.lm.pipeline import prepare_run
     from rayworks.pipelines.lm.train_loop import train_loop
 
-    run_dir = cache / cache_key(name, cfg, str(tokenizer_from or ""))
+    run_dir = cache / cache_key(name, cfg, vocabulary(tokenizer_from))
     model_dir = run_dir / "artifacts" / "model"
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / f"{run_dir.name}.lock").open("w") as lock:
@@ -87,7 +92,8 @@ def random_backbone(cache: Path, spec: DecoderSpec, tokenizer_from: Path, seed: 
     """A randomly initialised backbone of `spec` (the "critics need no pretraining" ablation)."""
     import torch
 
-    key = hashlib.sha256(f"{spec.model_dump_json()}{tokenizer_from}{seed}".encode()).hexdigest()
+    blob = f"{spec.model_dump_json()}{vocabulary(tokenizer_from)}{seed}"
+    key = hashlib.sha256(blob.encode()).hexdigest()
     out = cache / f"random-{key[:12]}"
     with (cache / f"{out.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -108,9 +114,9 @@ def base_summary(model_dir: Path) -> dict[str, float]:
     return {k: v for k, v in data.items() if isinstance(v, int | float)}
 
 
-def base_models(cfg: RLConfig, runs_root: Path) -> tuple[Path, Path | None]:
+def base_models(cfg: RLConfig, cache_root: Path) -> tuple[Path, Path | None]:
     """(policy folder, critic backbone folder or None) for an RL config, building as needed."""
-    cache = runs_root / "cache" / "base"
+    cache = cache_root / "base"
     max_new = cfg.rollout.sampling.max_new_tokens
     if cfg.policy.path:
         policy = resolve_model_dir(cfg.policy.path)

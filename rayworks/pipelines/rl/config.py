@@ -73,6 +73,11 @@ class LossConfig(Config):
     )
     kl_coef: float = Field(0.0, ge=0, description="weight of KL(pi || reference) in the loss")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator")
+    kl_monitor_every: int = Field(
+        1,
+        ge=0,
+        description="steps between KL logs when kl_coef=0 (0 = never: no reference forward)",
+    )
     entropy_coef: float = Field(
         0.001, ge=0, description="entropy bonus beta (same for every arm; reconstructed)"
     )

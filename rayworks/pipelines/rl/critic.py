@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,10 @@ class Critic:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.cfg.lr)
         self.gen = torch.Generator().manual_seed(seed * 1000 + 500 + index)
         self.step, self.last_stats, self.restarts = 0, {}, 0
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+        with warnings.catch_warnings():  # Ray 2.60 warns about its own internal actor_id use
+            warnings.simplefilter("ignore", DeprecationWarning)
+            reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        if reconstructed:
             self.restarts = self._read_restarts() + 1
             if (self.state_dir / "state.json").is_file():
                 self._load(self.state_dir)
@@ -86,7 +90,9 @@ class Critic:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
                 self.optimizer.step()
                 losses.append(float(loss.detach()))
-                errs.append(float(masked_mean((v - returns[chunk]).abs(), sub.response_mask)))
+                errs.append(
+                    float(masked_mean((v.detach() - returns[chunk]).abs(), sub.response_mask))
+                )
         self.step = step
         self.last_stats = {
             "critic_loss": sum(losses) / len(losses),

@@ -37,7 +37,7 @@ def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, fl
     from ray.train.torch import TorchTrainer
 
     check_fits(cfg)
-    policy_dir, critic_dir = base_models(cfg, ctx.run_dir.parent.parent)
+    policy_dir, critic_dir = base_models(cfg, ctx.cache_root)
     base = {f"base_{k}": v for k, v in base_summary(policy_dir).items() if k == "exact_match"}
     ro = cfg.rollout
     engines = make_engine_group(

@@ -187,14 +187,25 @@ def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def reference_stats(
-    ref: Any, model: Any, batch: RolloutBatch
-) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """(ref logp, current logp) of the batch's responses, and the rollout-vs-learner gap."""
-    ref_logp = token_logp(response_logits(ref, batch), batch.responses)
-    own = token_logp(response_logits(model, batch), batch.responses)
-    gap = float(masked_mean((own - batch.old_logp).abs(), batch.response_mask))
-    return ref_logp, own, gap
+def logp_of(model: Any, batch: RolloutBatch) -> torch.Tensor:
+    """log pi(o_t | s_t) of the batch's response tokens under `model`, no gradient."""
+    return token_logp(response_logits(model, batch), batch.responses)
+
+
+def monitors(
+    logp: torch.Tensor, sub: RolloutBatch, ref: Any, ref_logp: torch.Tensor | None,
+    cfg: RLConfig, step: int,
+) -> dict[str, float]:  # fmt: skip
+    """KL to the reference and the engine-vs-learner logprob gap, on the step's first
+    minibatch before any update (free: its forward is the training forward)."""
+    mask = sub.response_mask
+    stats = {"rollout_logp_gap": float(masked_mean((logp - sub.old_logp).abs(), mask))}
+    every = cfg.loss.kl_monitor_every
+    if ref_logp is not None or (every and step % every == 0):
+        ref_logp = logp_of(ref, sub) if ref_logp is None else ref_logp
+        kl = kl_estimate(logp, ref_logp, cfg.loss.kl_estimator)
+        stats["kl"] = float(masked_mean(kl, mask))
+    return stats
 
 
 def policy_update(
@@ -202,15 +213,15 @@ def policy_update(
     step: int,
 ) -> dict[str, float]:  # fmt: skip
     """`ppo_epochs` x `minibatches` clipped-ratio steps; every rank trains on its share."""
-    loss_cfg, module = cfg.loss, learner.module
-    ref_logp, own_logp, gap = reference_stats(ref, module, batch)
-    old_logp = own_logp if loss_cfg.old_logprobs == "recompute" else batch.old_logp
-    mask = batch.response_mask
-    kl_now = float(masked_mean(kl_estimate(own_logp, ref_logp, loss_cfg.kl_estimator), mask))
+    loss_cfg = cfg.loss
+    ref_logp = logp_of(ref, batch) if loss_cfg.kl_coef else None  # the KL term needs every row
+    recompute = loss_cfg.old_logprobs == "recompute"
+    old_logp = logp_of(learner.module, batch) if recompute else batch.old_logp
     loss_fn = POLICY_LOSSES[loss_cfg.policy_loss]
     gen = torch.Generator().manual_seed(cfg.seed * 7919 + step)
     n, mb = batch.input_ids.shape[0], batch.input_ids.shape[0] // loss_cfg.minibatches
     sums: dict[str, float] = {"policy_loss": 0.0, "clip_frac": 0.0, "entropy": 0.0}
+    watched: dict[str, float] = {}
     updates = 0
     for _ in range(loss_cfg.ppo_epochs):
         perm = torch.randperm(n, generator=gen)
@@ -220,6 +231,9 @@ def policy_update(
             logits = response_logits(learner.engine, sub)
             logp = token_logp(logits, sub.responses)
             entropy = entropy_from_logits(logits)
+            sub_ref = None if ref_logp is None else ref_logp[rows]
+            if not watched:
+                watched = monitors(logp.detach(), sub, ref, sub_ref, cfg, step)
             part = est.select(rows)
             loss, st = loss_fn(
                 logp, old_logp[rows], part.advantages, sub.response_mask,
@@ -228,16 +242,14 @@ def policy_update(
                 entropy_coef=loss_cfg.entropy_coef, entropy_mask=part.entropy_mask,
                 agg=loss_cfg.agg,
             )  # fmt: skip
-            if loss_cfg.kl_coef:
-                kl = kl_estimate(logp, ref_logp[rows], loss_cfg.kl_estimator)
+            if sub_ref is not None:
+                kl = kl_estimate(logp, sub_ref, loss_cfg.kl_estimator)
                 loss = loss + loss_cfg.kl_coef * masked_mean(kl, sub.response_mask)
             sums["policy_loss"] += learner.apply(loss, lr_at(step, cfg))
             sums["clip_frac"] += st["clip_frac"]
             sums["entropy"] += float(masked_mean(entropy.detach(), sub.response_mask))
             updates += 1
-    stats = {k: v / updates for k, v in sums.items()}
-    stats.update(kl=kl_now, rollout_logp_gap=gap, lr=lr_at(step, cfg))
-    return stats
+    return {**{k: v / updates for k, v in sums.items()}, **watched, "lr": lr_at(step, cfg)}
 
 
 def rl_loop(config: dict[str, Any]) -> dict[str, float]:
@@ -284,7 +296,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
         done = step + 1
         stats["step_s"] = time.perf_counter() - started
         if done % cfg.learner.log_every == 0 or done == cfg.learner.max_steps:
-            ctx.log(done, **broadcast(stats, d))
+            ctx.record(done, **stats)  # files only: a Train report per step would cost a barrier
         if done % cfg.learner.eval_every == 0 or done == cfg.learner.max_steps:
             evaluate_and_log(driver, ctx, d, done, samples)
         if done % cfg.learner.checkpoint_every == 0 or done == cfg.learner.max_steps:
