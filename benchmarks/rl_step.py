@@ -66,7 +66,9 @@ SIZES: dict[str, list[str]] = {
     ],
 }
 # What makes our step the same work as one TRL optimizer step (see the module docstring).
-MATCHED = ["loss.ppo_epochs=1", "loss.minibatches=1", "loss.entropy_coef=0", "loss.kl_coef=0"]
+# TRL with beta=0 computes no reference logprobs, so our KL monitor is off as well.
+MATCHED = ["loss.ppo_epochs=1", "loss.minibatches=1", "loss.entropy_coef=0", "loss.kl_coef=0",
+           "loss.kl_monitor_every=0"]  # fmt: skip
 
 
 def rl_config(size: str, extra: list[str]) -> Any:
@@ -81,7 +83,7 @@ def build_policy(size: str, runs_dir: Path) -> tuple[Path, float]:
     from rayworks.pipelines.rl.base import base_models
 
     started = time.perf_counter()
-    policy_dir, _ = base_models(rl_config(size, []), runs_dir)
+    policy_dir, _ = base_models(rl_config(size, []), runs_dir / "cache")
     return policy_dir, time.perf_counter() - started
 
 
@@ -327,7 +329,7 @@ def table(size: str, shape: str, ours: dict, trls: dict[str, dict]) -> str:
     lines.append(
         f"ours per step: gen {ours['gen_s']:.3f} s ({ours['gen_s'] / ours['step_s']:.0%}), "
         f"sync {ours['sync_s']:.3f} s ({ours['sync_s'] / ours['step_s']:.0%}), "
-        f"rest (ref+policy forwards, update, rewards, Ray) {ours['rest_s']:.3f} s "
+        f"rest (policy forward+backward, optimizer, rewards, batching, Ray calls) {ours['rest_s']:.3f} s "
         f"({ours['rest_s'] / ours['step_s']:.0%})"
     )
     for name, trl in trls.items():
