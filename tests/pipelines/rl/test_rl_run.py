@@ -100,3 +100,11 @@ def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
     assert (latest / "optimizer_rank0.safetensors").is_file()
     assert (latest / "optimizer_rank1.safetensors").is_file()
     assert [r["step"] for r in _metrics(run_dir) if "reward" in r] == [1, 2, 3]
+
+
+def test_a_run_the_cluster_can_never_hold_fails_naming_the_resource(cli):
+    proc = cli(["run", "asyppo", "--preset", "smoke", "--no-progress",
+                "--set", "rollout.num_engines=8"], check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    out = proc.stderr + proc.stdout
+    assert "needs 5.5 CPU" in out and "rollout.num_engines" in out  # 1 + 8 x 0.5 + 2 x 0.25
