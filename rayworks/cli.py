@@ -301,7 +301,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
         ablations=args.ablations,
     )  # fmt: skip
-    console.print(result.markdown)
+    console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")
     return 0
 

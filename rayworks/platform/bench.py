@@ -456,7 +456,7 @@ def demo(
     for name in chosen:
         result = bench(name, seeds=seeds, preset="smoke", runs_dir=root, address=address,
                        command=f"rayworks bench {name} --seeds {seeds} --preset smoke", console=console)  # fmt: skip
-        (console or Console()).print(result.markdown)
+        (console or Console()).print(result.markdown, markup=False)
         paths += [result.out_dir, result.out_dir / "runs"]
     return render_report(
         paths, out=root / "report.html", title="rayworks demo: methods vs baselines"

@@ -135,6 +135,13 @@ def sweep(
     need = resources_of(spec, base_cfg).get("CPU", 1) or 1
     concurrent = max_concurrent or max(1, int(ray.cluster_resources().get("CPU", 1) // need))
     trial_cpus = 0.01 if spec.kind == "job" else need  # a job's trainer reserves its own workers
+    have = ray.cluster_resources().get("CPU", 0)
+    if spec.kind == "job" and need + trial_cpus > have:
+        raise ConfigError(
+            f"one {name} trial needs {need:g} CPU for its workers and actors plus {trial_cpus:g} "
+            f"for its driver, but the cluster has {have:g}: it would wait forever. Lower the "
+            "resources its config reserves (--set ...) or add CPUs."
+        )
     trainable = tune.with_resources(
         tune.with_parameters(_trial, name=name, base=base, trials_dir=str(sweep_dir / "trials")),
         {"cpu": trial_cpus},

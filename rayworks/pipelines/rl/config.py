@@ -45,7 +45,7 @@ class RolloutConfig(Config):
     engine: str = Field("hf", description="rollout engine: hf (CPU default) or vllm (GPU)")
     num_engines: int = Field(1, ge=1, description="engine actors; prompts are sharded over them")
     engine_resources: dict[str, float] = Field(
-        default_factory=lambda: {"CPU": 0.5}, description="Ray resources of each engine actor"
+        default_factory=lambda: {"CPU": 0.4}, description="Ray resources of each engine actor"
     )
     prompts_per_step: int = Field(8, ge=1, description="training prompts per RL step")
     group_size: int = Field(8, ge=1, description="responses per prompt (G)")
@@ -209,7 +209,7 @@ class CriticConfig(Config):
         0, ge=0, description="RL steps that train the critics while the policy waits"
     )
     resources: dict[str, float] = Field(
-        default_factory=lambda: {"CPU": 0.25}, description="Ray resources of each critic actor"
+        default_factory=lambda: {"CPU": 0.2}, description="Ray resources of each critic actor"
     )
     threads: int = Field(1, ge=1, description="torch threads per critic actor")
     max_restarts: int = Field(3, ge=0, description="restarts of a critic actor that dies")

@@ -161,7 +161,7 @@ def make_critics(
     options = {
         "num_cpus": res.pop("CPU", 0), "num_gpus": res.pop("GPU", 0), "resources": res,
         "max_restarts": cfg.max_restarts, "max_task_retries": cfg.max_restarts,
-        "namespace": NAMESPACE,
+        "namespace": NAMESPACE, "scheduling_strategy": "DEFAULT",  # not in a Tune trial's group
     }  # fmt: skip
     actor = ray.remote(Critic)
     return [

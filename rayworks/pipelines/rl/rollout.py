@@ -228,7 +228,9 @@ def make_engine_group(
     import ray
 
     res = dict(resources or {"CPU": 1})
-    options = {"num_cpus": res.pop("CPU", 1), "num_gpus": res.pop("GPU", 0), "resources": res}
+    options = {"num_cpus": res.pop("CPU", 1), "num_gpus": res.pop("GPU", 0), "resources": res,
+               # reserve their own resources, outside a Tune trial's placement group
+               "scheduling_strategy": "DEFAULT"}  # fmt: skip
     actor = ray.remote(get_engine(name)).options(**options)
     return [actor.remote(str(model_dir), **engine_kwargs) for _ in range(num_engines)]
 

@@ -107,4 +107,4 @@ def test_a_run_the_cluster_can_never_hold_fails_naming_the_resource(cli):
                 "--set", "rollout.num_engines=8"], check=False)  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
     out = proc.stderr + proc.stdout
-    assert "needs 5.5 CPU" in out and "rollout.num_engines" in out  # 1 + 8 x 0.5 + 2 x 0.25
+    assert "needs 4.6 CPU" in out and "rollout.num_engines" in out  # 1 + 8 x 0.4 + 2 x 0.2
