@@ -95,6 +95,7 @@ def random_backbone(cache: Path, spec: DecoderSpec, tokenizer_from: Path, seed: 
     blob = f"{spec.model_dump_json()}{vocabulary(tokenizer_from)}{seed}"
     key = hashlib.sha256(blob.encode()).hexdigest()
     out = cache / f"random-{key[:12]}"
+    cache.mkdir(parents=True, exist_ok=True)
     with (cache / f"{out.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "config.json").is_file():

@@ -1,0 +1,37 @@
+"""Base models: a given policy folder is used as is; critics share its tokenizer; caching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, load_tokenizer, train_tokenizer
+from rayworks.pipelines.rl.base import base_models, cache_key, sft_config
+from rayworks.pipelines.rl.config import PPOConfig, SFTConfig
+from rayworks.platform.config import build_config
+
+
+def test_given_policy_and_random_critic_backbone_are_built_once(tmp_path: Path):
+    policy = tmp_path / "policy"
+    tok = train_tokenizer(TokenizerSpec(), ["Q: 1+2=\n<think>1+2=3 c0</think>A: 3"] * 20)
+    decoder_for(DecoderSpec(d_model=16, n_layer=1, n_head=2), tok).save_pretrained(policy)
+    tok.save_pretrained(policy)
+    cfg = build_config(PPOConfig, "smoke", (), [f"policy.path={policy}", "critic.pretrained=false"])
+    got_policy, critic = base_models(cfg, tmp_path / "cache")
+    assert got_policy == policy
+    assert load_tokenizer(critic).get_vocab() == tok.get_vocab()  # token ids line up
+    weights = (critic / "model.safetensors").read_bytes()
+    torch.manual_seed(123)  # a second call reuses the cached backbone, whatever the RNG
+    assert base_models(cfg, tmp_path / "cache")[1] == critic
+    assert (critic / "model.safetensors").read_bytes() == weights
+
+
+def test_sft_config_trains_on_completions_and_keys_follow_the_config():
+    small = DecoderSpec(d_model=32, n_layer=1, n_head=2, max_seq_len=64)
+    cfg = sft_config("countdown", small, SFTConfig(steps=10, seq_len=112), max_new_tokens=40)
+    assert cfg.data.loss_on == "completion" and not cfg.data.packing
+    assert cfg.data.task == "countdown" and cfg.data.seq_len == 64  # capped by the model
+    other = sft_config("countdown", small, SFTConfig(steps=11), max_new_tokens=40)
+    assert cache_key("policy", cfg) != cache_key("policy", other)
+    assert cache_key("policy", cfg) == cache_key("policy", cfg.model_copy())
