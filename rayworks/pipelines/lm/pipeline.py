@@ -10,6 +10,7 @@ from rayworks.pipelines.lm.data import LMData, prepare
 from rayworks.pipelines.lm.train_loop import train_loop
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import pipeline
+from rayworks.platform.trainer import fit_metrics, torch_trainer
 
 
 def prepare_run(cfg: LMConfig, ctx: RunContext) -> tuple[Any, LMData]:
@@ -36,37 +37,17 @@ def data_counts(data: LMData) -> dict[str, float]:
 def run(cfg: LMConfig, ctx: RunContext) -> dict[str, float]:
     """Tiny Llama LM trained with Ray Train (DDP/gloo or DeepSpeed ZeRO), resumable."""
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
 
     _, data = prepare_run(cfg, ctx)
     ctx.progress(cfg.train.max_steps, "lm")
-    callbacks = []
-    if ctx.reporter == "tune":
-        from ray.tune.integration.ray_train import TuneReportCallback
-
-        callbacks.append(TuneReportCallback())
-    trainer = TorchTrainer(
+    trainer = torch_trainer(
         train_loop,
-        train_loop_config={
-            "cfg": cfg.model_dump(mode="json"),
-            "ctx": ctx,
-            "data": ray.put(data),
-            "reporter": "train" if ctx.reporter == "tune" else "none",
-            "in_train": True,
-        },
-        scaling_config=ScalingConfig(
-            num_workers=cfg.train.num_workers,
-            use_gpu=cfg.train.use_gpu,
-            resources_per_worker={"CPU": cfg.train.cpus_per_worker},
-        ),
-        run_config=RunConfig(
-            name="train",
-            storage_path=str(ctx.run_dir / "ray_train"),
-            failure_config=FailureConfig(max_failures=cfg.train.max_failures),
-            callbacks=callbacks,
-        ),
+        {"cfg": cfg.model_dump(mode="json"), "data": ray.put(data)},
+        ctx,
+        num_workers=cfg.train.num_workers,
+        use_gpu=cfg.train.use_gpu,
+        cpus_per_worker=cfg.train.cpus_per_worker,
+        max_failures=cfg.train.max_failures,
     )
-    result = trainer.fit()
-    metrics = {k: v for k, v in (result.metrics or {}).items() if k != "step"}
+    metrics = fit_metrics(trainer)
     return {**metrics, **data_counts(data)}

@@ -15,6 +15,7 @@ from rayworks.pipelines.rl.critic import make_critics
 from rayworks.pipelines.rl.learner import EstimateFn, rl_loop
 from rayworks.pipelines.rl.rollout import make_engine_group
 from rayworks.platform.context import RunContext
+from rayworks.platform.trainer import fit_metrics, torch_trainer
 
 
 def check_fits(cfg: RLConfig) -> None:
@@ -33,8 +34,6 @@ def check_fits(cfg: RLConfig) -> None:
 
 def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, float]:
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
 
     check_fits(cfg)
     policy_dir, critic_dir = base_models(cfg, ctx.cache_root)
@@ -49,33 +48,19 @@ def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, fl
             critic_cfg, critic_dir, ctx.run_dir / "critics", ctx.run_id, cfg.seed
         )
     ctx.progress(cfg.learner.max_steps, ctx.pipeline)
-    callbacks = []
-    if ctx.reporter == "tune":
-        from ray.tune.integration.ray_train import TuneReportCallback
-
-        callbacks.append(TuneReportCallback())
-    trainer = TorchTrainer(
-        rl_loop,
-        train_loop_config={
-            "config_class": type(cfg), "cfg": cfg.model_dump(mode="json"), "ctx": ctx,
-            "policy_dir": str(policy_dir), "engines": engines, "critics": critics,
-            "estimate": estimate, "in_train": True,
-            "reporter": "train" if ctx.reporter == "tune" else "none",
-        },
-        scaling_config=ScalingConfig(
-            num_workers=cfg.learner.num_workers, use_gpu=cfg.learner.use_gpu,
-            resources_per_worker={"CPU": cfg.learner.cpus_per_worker},
-        ),
-        run_config=RunConfig(
-            name="train", storage_path=str(ctx.run_dir / "ray_train"),
-            failure_config=FailureConfig(max_failures=cfg.learner.max_failures),
-            callbacks=callbacks,
-        ),
+    loop_config = {
+        "config_class": type(cfg), "cfg": cfg.model_dump(mode="json"),
+        "policy_dir": str(policy_dir), "engines": engines, "critics": critics,
+        "estimate": estimate,
+    }  # fmt: skip
+    trainer = torch_trainer(
+        rl_loop, loop_config, ctx, num_workers=cfg.learner.num_workers,
+        use_gpu=cfg.learner.use_gpu, cpus_per_worker=cfg.learner.cpus_per_worker,
+        max_failures=cfg.learner.max_failures,
     )  # fmt: skip
     try:
-        result = trainer.fit()
+        metrics = fit_metrics(trainer)
     finally:
         for actor in engines + critics:
             ray.kill(actor, no_restart=True)
-    metrics = {k: v for k, v in (result.metrics or {}).items() if k != "step"}
     return {**metrics, **base}
