@@ -6,17 +6,15 @@ from pathlib import Path
 
 import torch
 
-from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, load_tokenizer, train_tokenizer
+from rayworks.models import DecoderSpec, load_tokenizer
 from rayworks.pipelines.rl.base import base_models, cache_key, sft_config
 from rayworks.pipelines.rl.config import PPOConfig, SFTConfig
 from rayworks.platform.config import build_config
 
 
-def test_given_policy_and_random_critic_backbone_are_built_once(tmp_path: Path):
-    policy = tmp_path / "policy"
-    tok = train_tokenizer(TokenizerSpec(), ["Q: 1+2=\n<think>1+2=3 c0</think>A: 3"] * 20)
-    decoder_for(DecoderSpec(d_model=16, n_layer=1, n_head=2), tok).save_pretrained(policy)
-    tok.save_pretrained(policy)
+def test_given_policy_and_random_critic_backbone_are_built_once(tmp_path: Path, tiny_lm):
+    policy = tiny_lm(d_model=16, n_layer=1)
+    tok = load_tokenizer(policy)
     cfg = build_config(PPOConfig, "smoke", (), [f"policy.path={policy}", "critic.pretrained=false"])
     got_policy, critic = base_models(cfg, tmp_path / "cache")
     assert got_policy == policy

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
-from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
 from rayworks.pipelines.rl.batch import make_batch
 from rayworks.pipelines.rl.learner import response_logits, token_logp
 from rayworks.pipelines.rl.rollout import HFEngine, Rollout, SamplingConfig
 
-TEXTS = ["Q: 12+3=\n<think>2+3=5 c0|1+0=1 c0</think>A: 15"] * 30
-
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> HFEngine:
-    path: Path = tmp_path_factory.mktemp("policy")
-    tok = train_tokenizer(TokenizerSpec(), TEXTS)
-    torch.manual_seed(0)
-    decoder_for(DecoderSpec(d_model=32, n_layer=2, n_head=2), tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return HFEngine(path)
+def engine(tiny_lm) -> HFEngine:
+    return HFEngine(tiny_lm())
 
 
 def test_rows_are_left_padded_prompts_then_right_padded_responses():

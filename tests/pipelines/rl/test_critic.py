@@ -8,20 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
 from rayworks.pipelines.rl.batch import RolloutBatch
 from rayworks.pipelines.rl.config import CriticConfig
 from rayworks.pipelines.rl.critic import NAMESPACE, actor_name, make_critics
 
 
 @pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("critic")
-    tok = train_tokenizer(TokenizerSpec(), ["Q: 1+2=\n<think>1+2=3 c0</think>A: 3"] * 20)
-    torch.manual_seed(0)
-    decoder_for(DecoderSpec(d_model=16, n_layer=1, n_head=2), tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+def backbone(tiny_lm) -> Path:
+    return tiny_lm(["Q: 1+2=\n<think>1+2=3 c0</think>A: 3"] * 20, d_model=16, n_layer=1)
 
 
 def batch() -> RolloutBatch:

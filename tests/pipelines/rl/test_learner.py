@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, load_causal_lm, train_tokenizer
+from rayworks.models import load_causal_lm
 from rayworks.pipelines.lm.data import batch_rows
 from rayworks.pipelines.lm.train_loop import Dist, Learner
 from rayworks.pipelines.rl.batch import Estimate, make_batch
@@ -18,13 +18,8 @@ from rayworks.platform.config import build_config
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("policy")
-    tok = train_tokenizer(TokenizerSpec(), ["Q: 12+3=\n<think>2+3=5 c0|1+0=1 c0</think>A: 15"] * 30)
-    torch.manual_seed(0)
-    decoder_for(DecoderSpec(d_model=32, n_layer=1, n_head=2), tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+def policy_dir(tiny_lm) -> Path:
+    return tiny_lm(n_layer=1)
 
 
 def seq_logp(model, batch) -> torch.Tensor:

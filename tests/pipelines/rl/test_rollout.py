@@ -11,7 +11,6 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rayworks.errors import UnknownNameError
-from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
 from rayworks.pipelines.rl.rollout import (
     HFEngine,
     SamplingConfig,
@@ -27,14 +26,8 @@ PROMPTS = ["the cat", "1+2=", "hello world, hello", "a"]  # different lengths in
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("policy")
-    tok = train_tokenizer(TokenizerSpec(), TEXTS)
-    torch.manual_seed(0)
-    model = decoder_for(DecoderSpec(d_model=32, n_layer=2, n_head=2), tok)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+def model_dir(tiny_lm) -> Path:
+    return tiny_lm(TEXTS)
 
 
 @pytest.fixture(scope="module")
