@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+)
 
 from rayworks.errors import CheckpointNotFoundError
 from rayworks.platform import checkpoint as ckpt
@@ -92,9 +99,15 @@ def resolve_model_dir(path: str | Path) -> Path:
 
 
 def load_causal_lm(path: str | Path) -> PreTrainedModel:
-    """`AutoModelForCausalLM.from_pretrained` on a local folder, safetensors only."""
-    model_dir = resolve_model_dir(path)
-    return AutoModelForCausalLM.from_pretrained(str(model_dir), use_safetensors=True)
+    """A local HF folder's generative model, safetensors only.
+
+    Text models load with `AutoModelForCausalLM`; a vision-language model (its config has a
+    `vision_config`, e.g. our tiny LLaVA) with `AutoModelForImageTextToText`.
+    """
+    model_dir = str(resolve_model_dir(path))
+    multimodal = getattr(AutoConfig.from_pretrained(model_dir), "vision_config", None) is not None
+    auto = AutoModelForImageTextToText if multimodal else AutoModelForCausalLM
+    return auto.from_pretrained(model_dir, use_safetensors=True)
 
 
 def n_params(model: PreTrainedModel) -> int:

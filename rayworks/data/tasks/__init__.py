@@ -3,12 +3,14 @@
 from rayworks.data.tasks.arithmetic import ArithmeticTask
 from rayworks.data.tasks.base import TASKS, Example, Task, get_task, register_task
 from rayworks.data.tasks.countdown import CountdownTask
+from rayworks.data.tasks.shapes import ShapesTask
 
 __all__ = [
     "TASKS",
     "ArithmeticTask",
     "CountdownTask",
     "Example",
+    "ShapesTask",
     "Task",
     "get_task",
     "register_task",

@@ -1,20 +1,23 @@
 """The task contract: generate examples with known answers, verify a completion exactly.
 
 A task makes `Example`s (prompt, reference completion with its reasoning trace, final
-answer, difficulty) for a split and seed, and `verify(example, completion)` scores a model's
-completion in [0, 1] by parsing its final answer — never by string-matching the trace.
-Splits are disjoint by construction: every prompt belongs to exactly one split, decided by
-a hash of its text (`split_of`), and each split draws from its own seeded stream keeping
-only its own prompts — so no test prompt can occur in train, whatever the sizes.
+answer, difficulty; for multimodal tasks also a `scene` key and its rendered `image`) for a
+split and seed, and `verify(example, completion)` scores a model's completion in [0, 1] by
+parsing its final answer — never by string-matching the trace.
+Splits are disjoint by construction: every item belongs to exactly one split, decided by a
+hash of its prompt and scene key (`split_of(prompt + scene)`; text tasks have scene ""), and
+each split draws from its own seeded stream keeping only its own items — so no test item can
+occur in train, whatever the sizes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from rayworks.errors import UnknownNameError
 
@@ -24,7 +27,7 @@ SPLIT_SHARE = {"train": 80, "val": 10, "test": 10}  # percent of the prompt spac
 
 
 def split_of(prompt: str) -> Split:
-    """The split a prompt belongs to: a stable hash of its text, 80/10/10."""
+    """The split a prompt (plus its scene key, if any) belongs to: a stable hash, 80/10/10."""
     bucket = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=4).digest(), "big") % 100
     return "train" if bucket < 80 else "val" if bucket < 90 else "test"
 
@@ -35,6 +38,9 @@ class Example:
     completion: str
     answer: str
     difficulty: int
+    scene: str = ""  # compact text key of the picture; "" for text-only tasks
+    # the rendered picture, uint8 (H, W, 3), or None; a pure function of `scene`, so not compared
+    image: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -44,10 +50,11 @@ class Example:
 def draw_examples(
     make: Callable[[random.Random], Example], n: int, split: Split, seed: int
 ) -> list[Example]:
-    """`n` examples of `split` from `make(rng)`, keeping only prompts that hash to `split`.
+    """`n` examples of `split` from `make(rng)`, keeping only items whose prompt + scene
+    hashes to `split`.
 
-    Each split has its own seeded stream; val/test prompts are distinct, train may repeat
-    easy ones.
+    Each split has its own seeded stream; val/test items (prompt + scene) are distinct, train
+    may repeat easy ones.
     """
     rng = random.Random(seed * 7_919 + SPLIT_OFFSET[split])
     out: list[Example] = []
@@ -58,9 +65,10 @@ def draw_examples(
         if attempts > 200 * n + 10_000:
             raise ValueError(f"could not draw {n} distinct {split} examples")
         ex = make(rng)
-        if split_of(ex.prompt) != split or (split != "train" and ex.prompt in seen):
+        key = ex.prompt + ex.scene
+        if split_of(key) != split or (split != "train" and key in seen):
             continue
-        seen.add(ex.prompt)
+        seen.add(key)
         out.append(ex)
     return out
 

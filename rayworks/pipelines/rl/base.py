@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from rayworks.models import DecoderSpec, load_tokenizer, resolve_model_dir
@@ -57,7 +58,22 @@ def vocabulary(tokenizer_from: Path | None) -> str:
 
 def cache_key(name: str, cfg: LMConfig, extra: str = "") -> str:
     blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + extra
-    return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+    return f"{name}-{digest(blob)}"
+
+
+def locked_build(folder: Path, done: Path, build: Callable[[], None]) -> Path:
+    """Run `build()` once for `folder` (it must create `done`); concurrent callers wait on a
+    file lock beside the folder and reuse what the first one built."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with (folder.parent / f"{folder.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            build()
+    return folder
+
+
+def digest(blob: str) -> str:
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | None = None) -> Path:
@@ -71,11 +87,8 @@ def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | Non
 
     run_dir = cache / cache_key(name, cfg, vocabulary(tokenizer_from))
     model_dir = run_dir / "artifacts" / "model"
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f"{run_dir.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent run builds it; we wait and reuse
-        if (model_dir / "config.json").is_file():
-            return model_dir
+
+    def build() -> None:
         ctx = RunContext(pipeline="lm", run_dir=run_dir, seed=cfg.seed)
         for sub in (ctx.artifacts_dir, ctx.checkpoints_dir):
             sub.mkdir(parents=True, exist_ok=True)
@@ -85,6 +98,8 @@ def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | Non
         _, data = prepare_run(cfg, ctx)
         summary = train_loop({"cfg": cfg.model_dump(mode="json"), "ctx": ctx, "data": data})
         ctx.write_summary(summary)
+
+    locked_build(run_dir, model_dir / "config.json", build)
     return model_dir
 
 
@@ -92,18 +107,15 @@ def random_backbone(cache: Path, spec: DecoderSpec, tokenizer_from: Path, seed: 
     """A randomly initialised backbone of `spec` (the "critics need no pretraining" ablation)."""
     import torch
 
-    blob = f"{spec.model_dump_json()}{vocabulary(tokenizer_from)}{seed}"
-    key = hashlib.sha256(blob.encode()).hexdigest()
-    out = cache / f"random-{key[:12]}"
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f"{out.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (out / "config.json").is_file():
-            tokenizer = load_tokenizer(tokenizer_from)
-            torch.manual_seed(seed)
-            decoder_for(spec, tokenizer).save_pretrained(out)
-            tokenizer.save_pretrained(out)
-    return out
+    out = cache / f"random-{digest(f'{spec.model_dump_json()}{vocabulary(tokenizer_from)}{seed}')}"
+
+    def build() -> None:
+        tokenizer = load_tokenizer(tokenizer_from)
+        torch.manual_seed(seed)
+        decoder_for(spec, tokenizer).save_pretrained(out)
+        tokenizer.save_pretrained(out)
+
+    return locked_build(out, out / "config.json", build)
 
 
 def base_summary(model_dir: Path) -> dict[str, float]:

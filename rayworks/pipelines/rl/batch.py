@@ -4,6 +4,10 @@ Layout: every row is its prompt left-padded to width P, then its response right-
 width T, so response token t of every row sits at column P + t and is predicted by the
 logits (and scored by the value) at column P - 1 + t. Positions count real tokens only,
 as in the engines, so the learner's forward reproduces the engine's logprobs.
+
+A vision-language policy's rows also carry their image's pixel values (the prompt ids
+already hold the expanded image tokens); `parts` keeps each reward component's raw score
+per row for methods that combine components themselves (Trust-GRPO).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class RolloutBatch:
     old_logp: Tensor  # (B, T) log pi_old of each response token (0 on padding)
     rewards: Tensor  # (B,) total reward per response
     prompt_width: int  # P
+    pixel_values: Tensor | None = None  # (B, 3, H, W) for a vision-language policy
+    parts: dict[str, Tensor] = field(default_factory=dict)  # component -> (B,) raw scores
 
     @property
     def position_ids(self) -> Tensor:
@@ -39,20 +45,32 @@ class RolloutBatch:
         p, t = self.prompt_width, self.responses.shape[1]
         return per_position[:, p - 1 : p - 1 + t]
 
+    @property
+    def model_inputs(self) -> dict[str, Tensor]:
+        """Keyword arguments of the policy's forward over the rows."""
+        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
+                  "position_ids": self.position_ids}  # fmt: skip
+        if self.pixel_values is not None:
+            inputs["pixel_values"] = self.pixel_values
+        return inputs
+
     def rows(self, index: Tensor | list[int]) -> RolloutBatch:
         index = torch.as_tensor(index, dtype=torch.long)
-        return RolloutBatch(
-            **{
-                f.name: getattr(self, f.name)[index]
-                for f in fields(self)
-                if f.name != "prompt_width"
-            },
-            prompt_width=self.prompt_width,
-        )
+        tensors = {
+            f.name: getattr(self, f.name)[index]
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), Tensor)
+        }
+        parts = {k: v[index] for k, v in self.parts.items()}
+        return replace(self, **tensors, parts=parts)
 
 
-def make_batch(rollouts: list[Rollout], rewards: list[float], pad: int) -> RolloutBatch:
-    """Tensors of `rollouts` (in order) with their total rewards."""
+def make_batch(
+    rollouts: list[Rollout], rewards: list[float], pad: int,
+    pixel_values: Tensor | None = None, parts: dict[str, list[float]] | None = None,
+) -> RolloutBatch:  # fmt: skip
+    """Tensors of `rollouts` (in order) with their total rewards (and per-row images and
+    reward components)."""
     if not rollouts:
         raise ValueError("no rollouts to batch")
     p = max(len(r.prompt_ids) for r in rollouts)
@@ -70,7 +88,11 @@ def make_batch(rollouts: list[Rollout], rewards: list[float], pad: int) -> Rollo
             ids[i, p : p + k] = torch.tensor(r.completion_ids)
             resp_mask[i, :k] = 1.0
             old_logp[i, :k] = torch.tensor(r.logprobs)
-    return RolloutBatch(ids, attn, resp_mask, old_logp, torch.tensor(rewards, dtype=torch.float), p)
+    return RolloutBatch(
+        ids, attn, resp_mask, old_logp, torch.tensor(rewards, dtype=torch.float), p,
+        pixel_values=pixel_values,
+        parts={k: torch.tensor(v, dtype=torch.float) for k, v in (parts or {}).items()},
+    )  # fmt: skip
 
 
 @dataclass

@@ -181,10 +181,10 @@ class RLConfig(PipelineConfig):
                 f"loss.minibatches={self.loss.minibatches} x "
                 f"learner.num_workers={self.learner.num_workers} equal parts"
             )
-        if self.policy.model.d_model % self.policy.model.n_head:
+        text = getattr(self.policy.model, "text", self.policy.model)  # a VLM's decoder
+        if text.d_model % text.n_head:
             raise ValueError(
-                f"policy.model.d_model={self.policy.model.d_model} must be divisible by "
-                f"policy.model.n_head={self.policy.model.n_head}"
+                f"the policy's d_model={text.d_model} must be divisible by its n_head={text.n_head}"
             )
         return self
 

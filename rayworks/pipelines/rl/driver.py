@@ -8,6 +8,8 @@ function (rewards + critic values -> advantages, masks, critic targets).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rayworks.errors import ConfigError
 from rayworks.pipelines.rl.base import base_models, base_summary
 from rayworks.pipelines.rl.config import RLConfig
@@ -32,12 +34,21 @@ def check_fits(cfg: RLConfig) -> None:
             )
 
 
-def run_rl(cfg: RLConfig, ctx: RunContext, estimate: EstimateFn) -> dict[str, float]:
+def run_rl(
+    cfg: RLConfig, ctx: RunContext, estimate: EstimateFn,
+    models: tuple[Path, Path | None, dict[str, float]] | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Run `cfg` with the method's `estimate`. `models` = (policy folder, critic folder or
+    None, summary entries) when the method builds its own base models (else `base_models`)."""
     import ray
 
     check_fits(cfg)
-    policy_dir, critic_dir = base_models(cfg, ctx.cache_root)
-    base = {f"base_{k}": v for k, v in base_summary(policy_dir).items() if k == "exact_match"}
+    if models is None:
+        policy_dir, critic_dir = base_models(cfg, ctx.cache_root)
+        summary = base_summary(policy_dir)
+        base = {f"base_{k}": v for k, v in summary.items() if k == "exact_match"}
+    else:
+        policy_dir, critic_dir, base = models
     ro = cfg.rollout
     engines = make_engine_group(
         ro.engine, policy_dir, ro.num_engines, ro.engine_resources, **ro.engine_kwargs()

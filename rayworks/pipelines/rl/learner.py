@@ -28,7 +28,9 @@ import torch
 import torch.distributed as dist
 
 from rayworks.data.tasks import Example, get_task
+from rayworks.errors import RayworksError
 from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.models.vlm import load_processor, pixel_values
 from rayworks.pipelines.lm.data import batch_rows
 from rayworks.pipelines.lm.train_loop import Dist, Learner, restore, save_checkpoint
 from rayworks.pipelines.rl.algo import POLICY_LOSSES, entropy_from_logits, kl_estimate, masked_mean
@@ -45,6 +47,7 @@ from rayworks.platform.context import RunContext
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
 TRAIN_POOL = 5000  # distinct training prompts the steps draw from
+SUMMARY_SKIP = {"step", "time", "lr", "step_s", "gen_s", "sync_s", "gen_tokens_per_s"}
 
 
 def broadcast(obj: Any, d: Dist) -> Any:
@@ -66,10 +69,10 @@ class StepDriver:
 
     def __init__(
         self, cfg: RLConfig, ctx: RunContext, engines: list[Any], critics: list[Any],
-        estimate: EstimateFn, pad: int,
+        estimate: EstimateFn, pad: int, processor: Any = None,
     ) -> None:  # fmt: skip
         self.cfg, self.ctx, self.engines, self.critics = cfg, ctx, engines, critics
-        self.estimate, self.pad = estimate, pad
+        self.estimate, self.pad, self.processor = estimate, pad, processor
         self.task = get_task(cfg.task)
         data_seed = cfg.policy.sft.seed  # prompts are the same for every RL seed and arm
         self.pool = self.task.examples(TRAIN_POOL, "train", data_seed)
@@ -81,8 +84,21 @@ class StepDriver:
         rows = batch_rows(len(self.pool), self.cfg.rollout.prompts_per_step, self.cfg.seed, step)
         return [self.pool[i] for i in rows.tolist()]
 
+    def images(self, examples: list[Example]) -> list[Any] | None:
+        """The examples' images for a vision-language policy (None for a text policy)."""
+        if self.processor is None:
+            return None
+        missing = [i for i, e in enumerate(examples) if e.image is None]
+        if missing:
+            raise RayworksError(
+                f"the policy is a vision-language model but task {self.cfg.task!r} gave "
+                f"examples without an image (e.g. #{missing[0]}); use an image task."
+            )
+        return [e.image for e in examples]
+
     def rollouts(self, examples: list[Example], n: int, sampling: Any, step: int) -> list[Rollout]:
-        out = generate_sharded(self.engines, [e.prompt for e in examples], n, sampling)
+        prompts, images = [e.prompt for e in examples], self.images(examples)
+        out = generate_sharded(self.engines, prompts, n, sampling, images)
         if out and out[0].version != step:
             raise StaleWeightsError(f"step {step} got rollouts of weight version {out[0].version}")
         return out
@@ -101,7 +117,9 @@ class StepDriver:
         texts = [r.text for r in rollouts]
         totals, parts = self.reward(per_item, texts)
         accuracy = [self.task.verify(e, t) for e, t in zip(per_item, texts, strict=True)]
-        batch = make_batch(rollouts, totals, self.pad)
+        images = self.images(per_item)
+        pixels = None if images is None else pixel_values(self.processor, images)
+        batch = make_batch(rollouts, totals, self.pad, pixels, parts)
         values = None
         if self.critics:
             values = torch.stack(ray.get([c.values.remote(batch) for c in self.critics]))
@@ -148,15 +166,20 @@ class StepDriver:
         sampling = self.cfg.rollout.sampling.model_copy(update={"temperature": 0.0, "seed": 0})
         rollouts = self.rollouts(self.test, 1, sampling, step)
         scores: dict[int, list[float]] = {}
+        extras: dict[str, list[float]] = {}
         samples = []
+        diagnose = getattr(self.task, "diagnostics", None)  # e.g. step correctness
         for ex, r in zip(self.test, rollouts, strict=True):
             score = self.task.verify(ex, r.text)
             scores.setdefault(ex.difficulty, []).append(score)
+            for key, value in (diagnose(ex, r.text) if diagnose else {}).items():
+                extras.setdefault(key, []).append(value)
             samples.append({"split": "test", "prompt": ex.prompt, "completion": r.text,
                             "answer": ex.answer, "score": score})  # fmt: skip
         flat = [s for level in scores.values() for s in level]
         metrics = {"test_accuracy": sum(flat) / len(flat)}
         metrics.update({f"test_accuracy_d{k}": sum(v) / len(v) for k, v in sorted(scores.items())})
+        metrics.update({f"test_{k}": sum(v) / len(v) for k, v in extras.items()})
         return metrics, samples[: self.cfg.eval.samples]
 
     def save_critics(self, folder: Path) -> None:
@@ -177,8 +200,7 @@ class StepDriver:
 
 
 def response_logits(model: Any, batch: RolloutBatch) -> torch.Tensor:
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids)  # fmt: skip
+    out = model(**batch.model_inputs)
     return batch.response_slice(out.logits).float()
 
 
@@ -261,7 +283,8 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     ctx: RunContext = config["ctx"].worker(config.get("reporter", "none"), d.rank)
     torch.set_num_threads(cfg.learner.threads_per_worker)
     policy_dir = Path(config["policy_dir"])
-    tokenizer = load_tokenizer(policy_dir)
+    processor = load_processor(policy_dir)  # a VLM's; None for a text policy
+    tokenizer = processor or load_tokenizer(policy_dir)  # what checkpoints save beside weights
     latest = ctx.latest_checkpoint()
     ctx.seed_everything()
     model = load_causal_lm(latest if latest is not None else policy_dir)
@@ -272,9 +295,9 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     ctx.seed_everything(offset=1 + d.rank + start)
     driver = None
     if d.rank == 0:
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        pad_id = getattr(tokenizer, "tokenizer", tokenizer).pad_token_id
         driver = StepDriver(cfg, ctx, config["engines"], config["critics"],
-                            config["estimate"], pad)  # fmt: skip
+                            config["estimate"], pad_id or 0, processor)  # fmt: skip
         if latest is not None:
             driver.resume(latest, start, learner.module.state_dict())
     if latest is not None:
@@ -343,12 +366,14 @@ def summarize(
         trains = [r for r in records if "reward" in r]
         tail = trains[-max(1, len(trains) // 5) :]  # the last fifth of training
         final["test_accuracy"] = evals[-1]["test_accuracy"] if evals else float("nan")
-        final["base_test_accuracy"] = evals[0]["test_accuracy"] if evals else float("nan")
+        for key, value in (evals[-1] if evals else {}).items():  # e.g. test_step_correct
+            if key.startswith("test_") and isinstance(value, int | float):
+                final[key] = value
+                final[f"base_{key}"] = evals[0].get(key, float("nan"))
         final["best_test_accuracy"] = max((r["test_accuracy"] for r in evals), default=float("nan"))
-        for key in ("reward", "accuracy", "entropy", "kl", "mean_sigma", "sigma_err_corr",
-                    "masked_frac", "filtered_frac", "critic_loss", "response_len"):  # fmt: skip
+        for key in dict.fromkeys(k for r in tail for k in r if k not in SUMMARY_SKIP):
             values = [r[key] for r in tail if isinstance(r.get(key), int | float)]
-            if values:
+            if values:  # means over the last fifth of training
                 final[key] = sum(values) / len(values)
         times = [r["step_s"] for r in trains if "step_s" in r][1:] or [float("nan")]
         final["seconds_per_step"] = sum(times) / len(times)

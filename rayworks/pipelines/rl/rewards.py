@@ -60,6 +60,16 @@ def verifier_reward(task: str) -> RewardFn:
     return get_task(task).verify
 
 
+@register_reward("task_metric")
+def task_metric_reward(task: str, metric: str) -> RewardFn:
+    """Any `(example, completion) -> float` method of a task, e.g. the shapes task's
+    `digit_score` (partial-credit outcome), `step_score` or `hack_score` (monitors)."""
+    fn = getattr(get_task(task), metric, None)
+    if not callable(fn) or metric.startswith("_"):
+        raise ConfigError(f"task {task!r} has no score method {metric!r}.")
+    return fn
+
+
 @register_reward("format")
 def format_reward() -> RewardFn:
     """Shaping reward for the trace-then-answer format, regardless of correctness."""
@@ -168,12 +178,14 @@ class RewardSpec(Config):
     name: str = Field(description="registered reward name: verifier, format, python, http, ...")
     weight: float = Field(1.0, description="multiplier of this component in the total reward")
     kwargs: dict[str, Any] = Field({}, description="arguments of the reward's factory")
+    label: str | None = Field(None, description="component key in logs (default: the name)")
 
 
 class CombinedReward:
     """A weighted sum of reward components, with each component's raw scores for logging.
 
-    Components are keyed by name; a repeated name gets a suffix ("http", "http_1", ...).
+    Components are keyed by label (default: name); a repeated key gets a suffix ("http",
+    "http_1", ...). A weight-0 component is a monitor: logged, not rewarded.
     """
 
     def __init__(self, specs: Sequence[RewardSpec]) -> None:
@@ -187,9 +199,10 @@ class CombinedReward:
                 raise ConfigError(
                     f"reward {spec.name!r} got bad kwargs {spec.kwargs!r}: {err}"
                 ) from err
-            key, n = spec.name, 1
+            base = spec.label or spec.name
+            key, n = base, 1
             while key in self.components:
-                key, n = f"{spec.name}_{n}", n + 1
+                key, n = f"{base}_{n}", n + 1
             self.components[key] = (spec.weight, fn)
 
     def __call__(

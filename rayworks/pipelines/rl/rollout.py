@@ -13,22 +13,30 @@ two differ (as in verl and OpenRLHF, which recompute old logprobs the same way).
 
 Engines: `hf` (below: transformers with a KV cache, CPU by default) and `vllm`
 (`vllm_engine.py`, GPU). `make_engine_group` runs any of them as a group of Ray actors.
+
+Vision-language policies (a folder with an image processor, `models/vlm.py`) take one
+image per prompt: `generate(prompts, n, sampling, images)`. The engine puts the image
+token in front of each prompt, the processor expands it into one token per patch, and
+the first forward gets the pixel values; `prompt_ids` of a rollout hold the expanded ids.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from pydantic import Field
 
 from rayworks.errors import RayworksError, UnknownNameError
 from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.models.vlm import encode_multimodal, load_processor
 from rayworks.platform.completion_engine import sample_next
 from rayworks.platform.config import Config
 
@@ -66,8 +74,12 @@ class Rollout:
 class RolloutEngine(Protocol):
     version: int
 
-    def generate(self, prompts: list[str], n: int, sampling: SamplingConfig) -> list[Rollout]:
-        """`len(prompts) * n` rollouts; prompt i's n samples are contiguous, in order."""
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingConfig, images: Images = None
+    ) -> list[Rollout]:
+        """`len(prompts) * n` rollouts; prompt i's n samples are contiguous, in order.
+
+        `images`: one uint8 (H, W, 3) array per prompt, for a vision-language policy."""
         ...
 
     def load_weights(
@@ -78,6 +90,7 @@ class RolloutEngine(Protocol):
         ...
 
 
+Images = list[np.ndarray] | None
 ENGINES: dict[str, type] = {}
 ENGINE_MODULES = ("rayworks.pipelines.rl.vllm_engine",)  # imported for their decorators
 
@@ -111,16 +124,21 @@ def check_version(current: int, offered: int) -> None:
 def encode_prompts(tok: Any, prompts: list[str], context: int, max_new: int) -> list[list[int]]:
     """Token ids per prompt (BOS alone for an empty prompt); error if it cannot fit."""
     rows = []
-    for i, prompt in enumerate(prompts):
+    for prompt in prompts:
         ids = tok(prompt).input_ids or [tok.bos_token_id]
         if ids[0] is None:
-            raise RayworksError(f"prompt {i} is empty and the tokenizer has no BOS token.")
+            raise RayworksError(f"prompt {len(rows)} is empty and the tokenizer has no BOS token.")
+        rows.append(ids)
+    return check_fits_context(rows, context, max_new)
+
+
+def check_fits_context(rows: list[list[int]], context: int, max_new: int) -> list[list[int]]:
+    for i, ids in enumerate(rows):
         if len(ids) + max_new > context:
             raise RayworksError(
                 f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new} it exceeds "
                 f"the model's context of {context} tokens. Shorten it or lower max_new_tokens."
             )
-        rows.append(ids)
     return rows
 
 
@@ -132,12 +150,18 @@ class HFEngine:
         torch.set_num_threads(threads)  # two torch threads on busy cores stall (NOTES)
         self.device = torch.device(device)
         self.model = load_causal_lm(model_dir).to(self.device).eval()
-        self.tok = load_tokenizer(model_dir)
-        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.processor = load_processor(model_dir)  # None for a text-only policy
+        self.tok = self.processor.tokenizer if self.processor else load_tokenizer(model_dir)
+        config = self.model.config
+        text_config = getattr(config, "text_config", None) or config
+        self.context = int(getattr(text_config, "max_position_embeddings", 2048))
         self.pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
         extra = getattr(self.model.generation_config, "eos_token_id", None)  # int or list
         ids = [self.tok.eos_token_id, *(extra if isinstance(extra, list) else [extra])]
         self.eos = torch.tensor(sorted({i for i in ids if i is not None}), device=self.device)
+        # a VLM never samples its image placeholder: a response holding one could not be
+        # re-scored (the learner's forward would look for an image behind it)
+        self.banned = getattr(config, "image_token_index", None)
         self.version = 0
         self._lock = threading.Lock()
 
@@ -161,12 +185,31 @@ class HFEngine:
                 )
             self.version = version
 
-    def generate(self, prompts: list[str], n: int, sampling: SamplingConfig) -> list[Rollout]:
+    def encode(
+        self, prompts: list[str], images: Images, max_new: int
+    ) -> tuple[list[list[int]], torch.Tensor | None]:
+        """Prompt token ids (and pixel values of a VLM's images)."""
+        if (images is None) != (self.processor is None):
+            kind = "a vision-language" if self.processor else "a text-only"
+            raise RayworksError(
+                f"{kind} policy got {'no' if images is None else len(images)} images: "
+                "pass one image per prompt to a VLM and none to a text model."
+            )
+        if images is None:
+            return encode_prompts(self.tok, prompts, self.context, max_new), None
+        rows, pixels = encode_multimodal(self.processor, prompts, images)
+        return check_fits_context(rows, self.context, max_new), pixels
+
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingConfig, images: Images = None
+    ) -> list[Rollout]:
         with self._lock:
             version = self.version
-            encoded = encode_prompts(self.tok, prompts, self.context, sampling.max_new_tokens)
+            encoded, pixels = self.encode(prompts, images, sampling.max_new_tokens)
             batch = [ids for ids in encoded for _ in range(n)]
-            tokens, logprobs, lengths = self._sample(batch, sampling)
+            if pixels is not None:
+                pixels = pixels.repeat_interleave(n, dim=0).to(self.device)
+            tokens, logprobs, lengths = self._sample(batch, sampling, pixels)
         out = []
         for row, ids in enumerate(batch):
             k = int(lengths[row])
@@ -179,11 +222,12 @@ class HFEngine:
 
     @torch.no_grad()
     def _sample(
-        self, rows: list[list[int]], sampling: SamplingConfig
+        self, rows: list[list[int]], sampling: SamplingConfig, pixels: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Left-padded batched decoding: (tokens, logprobs) of shape (B, T) and lengths (B,).
 
-        Each row's length counts its tokens up to and including its first EOS.
+        Each row's length counts its tokens up to and including its first EOS. A VLM's
+        pixel values go into the first (prefill) forward only.
         """
         dev, width = self.device, max(map(len, rows))
         ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows], device=dev)
@@ -198,10 +242,14 @@ class HFEngine:
         lengths = torch.zeros(len(rows), dtype=torch.long, device=dev)
         tokens, logprobs, cache = [], [], None
         for _ in range(sampling.max_new_tokens):
+            extra = {"pixel_values": pixels} if pixels is not None and cache is None else {}
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
-                             use_cache=True, logits_to_keep=1)  # fmt: skip
+                             use_cache=True, logits_to_keep=1, **extra)  # fmt: skip
             logits, cache = out.logits[:, -1].float(), out.cache  # (B, V)
-            nxt = sample_next(logits, sampling.temperature, sampling.top_p, gen)
+            allowed = logits
+            if self.banned is not None:
+                allowed = logits.index_fill(-1, torch.tensor([self.banned], device=dev), -math.inf)
+            nxt = sample_next(allowed, sampling.temperature, sampling.top_p, gen)
             logp = torch.log_softmax(logits, -1).gather(-1, nxt[:, None]).squeeze(-1)
             tokens.append(nxt)
             logprobs.append(logp)
@@ -236,9 +284,10 @@ def make_engine_group(
 
 
 def generate_sharded(
-    group: list[Any], prompts: list[str], n: int, sampling: SamplingConfig
+    group: list[Any], prompts: list[str], n: int, sampling: SamplingConfig, images: Images = None
 ) -> list[Rollout]:
-    """Split `prompts` into contiguous shards, one per engine; rollouts in prompt order.
+    """Split `prompts` (and their `images`) into contiguous shards, one per engine; rollouts
+    in prompt order.
 
     Shard i samples with seed `seed + i`, so the samples depend on the number of engines.
     """
@@ -251,7 +300,8 @@ def generate_sharded(
         if stop > start:
             seed = None if sampling.seed is None else sampling.seed + i
             shard = sampling.model_copy(update={"seed": seed})
-            calls.append((start, engine.generate.remote(prompts[start:stop], n, shard)))
+            pictures = None if images is None else images[start:stop]
+            calls.append((start, engine.generate.remote(prompts[start:stop], n, shard, pictures)))
         start = stop
     out = []
     for offset, ref in calls:

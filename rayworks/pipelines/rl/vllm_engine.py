@@ -11,9 +11,14 @@ registry (and CPU CI) works without it. Written against vLLM's documented offlin
   sampled tokens. With `logprobs_mode="raw_logprobs"` (vLLM's V1 default, set explicitly)
   they come from the raw logits before temperature and top-p, as the `hf` engine stores.
 - Prompts go in as token ids encoded by our tokenizer, so both engines see the same ids.
+  A vision-language policy's prompts go in as `<image>` + text with the image in
+  `multi_modal_data`; vLLM's LLaVA processor expands the image token, and each output's
+  `prompt_token_ids` (the expanded ids) become the rollout's prompt ids.
 
 Uncertain (not run in CI): the tensor transport of `collective_rpc` (fine for small
-models; large ones want CUDA IPC or NCCL as in vLLM's RLHF examples).
+models; large ones want CUDA IPC or NCCL as in vLLM's RLHF examples), and, for a VLM,
+whether vLLM's LLaVA `load_weights` maps transformers 5's parameter names
+(`model.language_model.*`) as it does the hub checkpoints' names.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import torch
 
 from rayworks.errors import RayworksError
 from rayworks.models import load_tokenizer
+from rayworks.models.vlm import IMAGE_TOKEN
 from rayworks.pipelines.rl.rollout import (
+    Images,
     Rollout,
     SamplingConfig,
     check_version,
@@ -97,10 +104,25 @@ class VLLMEngine:
             self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused
             self.version = version
 
-    def generate(self, prompts: list[str], n: int, sampling: SamplingConfig) -> list[Rollout]:
+    def requests(self, prompts: list[str], images: Images, max_new: int) -> list[dict[str, Any]]:
+        """Token prompts; a VLM's are text with the image token plus the image, which vLLM's
+        own LLaVA processor expands (the expanded ids come back in each output)."""
+        if images is None:
+            encoded = encode_prompts(self.tok, prompts, self.context, max_new)
+            return [{"prompt_token_ids": ids} for ids in encoded]
+        from PIL import Image
+
+        return [
+            {"prompt": IMAGE_TOKEN + text, "multi_modal_data": {"image": Image.fromarray(image)}}
+            for text, image in zip(prompts, images, strict=True)
+        ]
+
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingConfig, images: Images = None
+    ) -> list[Rollout]:
         with self._lock:
             version = self.version
-            encoded = encode_prompts(self.tok, prompts, self.context, sampling.max_new_tokens)
+            requests = self.requests(prompts, images, sampling.max_new_tokens)
             params = self._vllm.SamplingParams(
                 n=n,
                 temperature=sampling.temperature,
@@ -108,11 +130,12 @@ class VLLMEngine:
                 max_tokens=sampling.max_new_tokens,
                 seed=sampling.seed,
                 logprobs=0,  # the sampled token's logprob only
+                bad_words=[IMAGE_TOKEN] if images is not None else None,  # as the hf engine
             )
-            requests = [{"prompt_token_ids": ids} for ids in encoded]
             outputs = self.llm.generate(requests, params, use_tqdm=False)
         rollouts = []
-        for i, (ids, request) in enumerate(zip(encoded, outputs, strict=True)):
+        for i, request in enumerate(outputs):
+            ids = list(request.prompt_token_ids)
             for choice in request.outputs:
                 tokens = list(choice.token_ids)
                 logprobs = [

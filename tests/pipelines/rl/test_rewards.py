@@ -131,6 +131,25 @@ def test_repeated_names_get_distinct_component_keys() -> None:
     assert list(parts) == ["format", "format_1"] and totals == [0.0]
 
 
+def test_labels_name_components_and_task_metrics_score() -> None:
+    shapes = get_task("shapes")
+    ex = shapes.examples(1, "test", 0)[0]
+    wrong_total = ex.completion.replace(f"A: {ex.answer}", f"A: {int(ex.answer) + 1}")
+    combined = CombinedReward([
+        RewardSpec(name="task_metric", label="outcome",
+                   kwargs={"task": "shapes", "metric": "digit_score"}),
+        RewardSpec(name="task_metric", label="steps", weight=0.0,
+                   kwargs={"task": "shapes", "metric": "step_score"}),
+    ])  # fmt: skip
+    totals, parts = combined([ex, ex], [ex.completion, wrong_total])
+    assert list(parts) == ["outcome", "steps"]
+    assert parts["steps"] == [1.0, 1.0]  # the trace is right, only the answer differs
+    assert parts["outcome"][0] == 1.0 and parts["outcome"][1] < 1.0
+    assert totals == parts["outcome"]  # the weight-0 component is a monitor
+    with pytest.raises(ConfigError, match="no score method 'nope'"):
+        REWARDS["task_metric"](task="shapes", metric="nope")
+
+
 def test_python_callable_and_registered_rewards_plug_in() -> None:
     spec = RewardSpec(name="python", kwargs={"target": "rayworks.pipelines.rl.rewards:has_format"})
     assert CombinedReward([spec])([EX], [EX.completion])[1] == {"python": [1.0]}
@@ -155,7 +174,7 @@ def test_unknown_name_and_bad_kwargs_are_config_errors() -> None:
     with pytest.raises(UnknownNameError) as err:
         CombinedReward([RewardSpec(name="nope")])
     assert "unknown reward 'nope'" in str(err.value)
-    assert "format, http, python, verifier" in str(err.value)
+    assert "format, http, python, task_metric" in str(err.value)
     with pytest.raises(ConfigError, match="reward 'format' got bad kwargs"):
         CombinedReward([RewardSpec(name="format", kwargs={"task": "arithmetic"})])
     with pytest.raises(ValidationError, match="wieght"):  # a typo in the config is an error
