@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="bench only the method and its baselines, not the pipeline's registered ablations",
     )
+    p.add_argument(
+        "--ablation",
+        action="append",
+        dest="only_ablations",
+        metavar="LABEL",
+        help="bench only these registered ablations (repeatable; default: all of them)",
+    )
     _add_address(p)
     _add_runs_dir(p)
 
@@ -299,7 +306,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = bench.bench(
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
-        ablations=args.ablations,
+        ablations=args.only_ablations if args.ablations and args.only_ablations else args.ablations,
     )  # fmt: skip
     console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")

@@ -110,18 +110,27 @@ class Outcome:
     metrics_path: Path
 
 
-def plan_arms(name: str, ablations: bool = True) -> list[Arm]:
-    """The method, its baselines, then (with `ablations`) one arm per registered ablation."""
+def plan_arms(name: str, ablations: bool | Sequence[str] = True) -> list[Arm]:
+    """The method, its baselines, then one arm per registered ablation (`ablations=True`),
+    none (False) or those named (a list of labels, in registration order)."""
     spec = get_pipeline(name)
     if not spec.baselines:
         raise ConfigError(f"pipeline {name!r} declares no baseline to bench against.")
+    if not isinstance(ablations, bool):
+        unknown = sorted(set(ablations) - set(spec.ablations))
+        if unknown:
+            raise ConfigError(
+                f"pipeline {name!r} has no ablation {unknown[0]!r}; its ablations: "
+                f"{', '.join(spec.ablations) or '(none)'}."
+            )
+    chosen = [
+        label for label in spec.ablations
+        if ablations is True or (not isinstance(ablations, bool) and label in ablations)
+    ]  # fmt: skip
     arms = [Arm(name, "method", name)] + [Arm(b, "baseline", b) for b in spec.baselines]
-    if ablations:
-        arms += [
-            Arm(f"{name}[{label}]", "ablation", name, overrides, label)
-            for label, overrides in spec.ablations.items()
-        ]
-    return arms
+    return arms + [
+        Arm(f"{name}[{label}]", "ablation", name, spec.ablations[label], label) for label in chosen
+    ]
 
 
 def plan_runs(
@@ -198,7 +207,7 @@ def bench(
     address: str | None = None,
     command: str | None = None,
     console: Console | None = None,
-    ablations: bool = True,
+    ablations: bool | Sequence[str] = True,
 ) -> BenchResult:
     """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations)."""
     arms = plan_arms(name, ablations)
@@ -228,11 +237,13 @@ def summarize_outcomes(
             found[o.arm][k].append(_number(o.summary.get(k)))
         paths[o.arm].append(o.metrics_path)
     failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
-    return summarize(
+    data = summarize(
         spec.name, key, mode, [(a.name, a.role) for a in arms],
         {arm: by_key[key] for arm, by_key in found.items()}, command, failures,
         report=spec.report, secondary=found, curves=curves(key, paths),
     )  # fmt: skip
+    data["extra_curves"] = {k: curves(k, paths) for k in spec.curves}
+    return data
 
 
 def _number(value: Any) -> float:
@@ -351,7 +362,16 @@ def to_markdown(data: dict[str, Any]) -> str:
     lines += [f"\nfailed runs: {f}" for f in data["failures"]]
     if data.get("curves"):
         lines += ["", curve_markdown(key, data["curves"])]
+    plotted = [k for k, c in data.get("extra_curves", {}).items() if c]
+    if plotted:
+        files = ", ".join(f"`{curve_file(k)}`" for k in plotted)
+        lines += ["", f"Also plotted against the step (mean and 95% CI over seeds): {files}."]
     return "\n".join(lines) + "\n"
+
+
+def curve_file(key: str) -> str:
+    """The figure of metric `key` against the step: curve_<key with / as _>.png."""
+    return "curve_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in key) + ".png"
 
 
 def _md_row(cells: Sequence[str]) -> str:
@@ -386,6 +406,9 @@ def write_outputs(out_dir: Path, data: dict[str, Any]) -> str:
     plot(out_dir / "bench.png", data)
     if data.get("curves"):
         plot_curves(out_dir / "curve.png", data)
+    for key, extra in data.get("extra_curves", {}).items():
+        if extra:
+            plot_curves(out_dir / curve_file(key), data, key, extra)
     return markdown
 
 
@@ -413,14 +436,19 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     fig.savefig(path, dpi=110)
 
 
-def plot_curves(path: Path, data: dict[str, Any]) -> None:
-    """Headline vs step: a line per arm (mean over seeds) in a shaded 95% CI band."""
+def plot_curves(
+    path: Path, data: dict[str, Any], key: str | None = None,
+    arm_curves: Mapping[str, Mapping[str, Stat]] | None = None,
+) -> None:  # fmt: skip
+    """A metric vs step (default: the headline): a line per arm (mean over seeds) in a
+    shaded 95% CI band."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 3.8))
     ax = fig.add_subplot()
     roles = {r["name"]: r["role"] for r in data["arms"]}
-    for arm, curve in data["curves"].items():
+    headline, mode = data["headline"]
+    for arm, curve in (data["curves"] if arm_curves is None else arm_curves).items():
         if not curve:
             continue
         steps = sorted(curve, key=int)
@@ -430,9 +458,10 @@ def plot_curves(path: Path, data: dict[str, Any]) -> None:
         style = "--" if roles.get(arm) == "ablation" else "-"
         (line,) = ax.plot(x, mean, style, marker="o", markersize=3, label=arm)
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    key, mode = data["headline"]
+    key = key or headline
+    better = f" ({'higher' if mode == 'max' else 'lower'} is better)" if key == headline else ""
     ax.set_xlabel("step")
-    ax.set_ylabel(f"{key} ({'higher' if mode == 'max' else 'lower'} is better)")
+    ax.set_ylabel(f"{key}{better}")
     ax.set_title(f"{data['pipeline']}: {key} vs step, mean and 95% CI over seeds")
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -37,6 +37,7 @@ class PipelineSpec:
     resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1})
     ablations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     report: tuple[str, ...] = ()
+    curves: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,13 @@ def pipeline(
     resources: dict[str, float] | None = None,
     ablations: dict[str, str | tuple[str, ...]] | None = None,
     report: str | tuple[str, ...] = (),
+    curves: str | tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register `fn` as pipeline `name`. The docstring's first line is its description.
 
     `ablations` maps a label to the extra `--set` overrides of that ablation (bench arm
-    `name[label]`); `report` lists secondary summary keys bench shows beside the headline.
+    `name[label]`); `report` lists secondary summary keys bench shows beside the headline;
+    `curves` lists metrics bench also plots against the step (one figure per key).
     """
     if headline[1] not in ("max", "min"):
         raise ValueError(f"headline mode must be 'max' or 'min', got {headline[1]!r}")
@@ -123,6 +126,7 @@ def pipeline(
             resources=dict(resources or {"CPU": 1}),
             ablations=checked_ablations,
             report=report_keys,
+            curves=_as_tuple(curves),
         )
         return fn
 

@@ -115,11 +115,26 @@ def test_answers_are_the_counts_of_the_scene(task: ShapesTask, train: list[Examp
         counts = count_colours(ex.scene)
         assert ex.answer == str(sum(counts[n] for n in names))
         match = COMPLETION_RE.match(ex.completion)
-        assert match and match[2] == ex.answer, ex.completion
-        assert task.verify(ex, ex.completion) == 1.0
+        assert match, ex.completion
         if HACK_WORD not in match[1]:
             assert match[1] == reference_trace(names, counts)
+            assert match[2] == ex.answer and task.verify(ex, ex.completion) == 1.0
     assert {ex.difficulty for ex in train} == {2, 3}
+
+
+def test_shortcut_completions_guess_unless_the_oracle_variant(train: list[Example]) -> None:
+    """Skipping the reasoning costs accuracy in `shapes` (a guess, right ~1/4 of the time);
+    `shapes_oracle_shortcut` draws the same examples with the true answer behind "ok ok ok"."""
+    task = get_task("shapes")
+    shortcuts = [ex for ex in train if task.hack_score(ex, ex.completion)]
+    right = sum(task.verify(ex, ex.completion) for ex in shortcuts) / len(shortcuts)
+    assert 0.1 < right < 0.45
+    oracle = get_task("shapes_oracle_shortcut").examples(len(train), "train", 0)
+    assert [ex.scene for ex in oracle] == [ex.scene for ex in train]  # same draws
+    assert [task.hack_score(ex, ex.completion) for ex in oracle] == [
+        task.hack_score(ex, ex.completion) for ex in train
+    ]
+    assert all(task.verify(ex, ex.completion) == 1.0 for ex in oracle)
     assert max(int(ex.answer) for ex in train) >= 10  # two-digit answers occur
 
 
@@ -155,7 +170,6 @@ def test_splits_are_disjoint_by_prompt_and_scene(task: ShapesTask, train: list[E
 def test_shortcut_completions_only_in_train(task: ShapesTask, train: list[Example]) -> None:
     shortcut = [e for e in train if e.completion.startswith("<think>ok ok ok</think>")]
     assert 0.07 < len(shortcut) / len(train) < 0.13  # shortcut_rate = 0.1
-    assert all(task.verify(e, e.completion) == 1.0 for e in shortcut)  # the answer is right
     for split in ("val", "test"):
         assert not any(HACK_WORD in e.completion for e in task.examples(300, split, seed=0))
     assert not any(

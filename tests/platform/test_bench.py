@@ -287,3 +287,39 @@ def test_cli_no_ablations_flag_reaches_bench(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "bench", fake_bench)
     assert main(["bench", "lm", "--no-ablations"]) == 0 and seen == {"lm": False}
     assert main(["bench", "lm_plain"]) == 0 and seen["lm_plain"] is True
+    assert (
+        main(["bench", "asyppo", "--ablation", "no-mask", "--ablation", "no-entropy-filter"]) == 0
+    )
+    assert seen["asyppo"] == ["no-mask", "no-entropy-filter"]
+
+
+def test_chosen_ablations_keep_registration_order_and_unknown_ones_are_named(toy_registry):
+    arms = bench.plan_arms("toymethod", ablations=["no-clip"])
+    assert [a.name for a in arms] == ["toymethod", "toybase", "toymethod[no-clip]"]
+    arms = bench.plan_arms("toymethod", ablations=["no-clip", "no-momentum"])
+    assert [a.label for a in arms[2:]] == ["no-momentum", "no-clip"]
+    with pytest.raises(ConfigError, match="has no ablation 'nope'; its ablations: no-momentum"):
+        bench.plan_arms("toymethod", ablations=["nope"])
+
+
+def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
+    registry.pipeline("curvy", config=ToyConfig, baseline="toybase", headline=("acc", "max"),
+                      curves=("reward/hack", "never_logged"))(lambda cfg, ctx: {})  # fmt: skip
+    assert registry.PIPELINES["curvy"].curves == ("reward/hack", "never_logged")
+    arms = bench.plan_arms("curvy", ablations=False)
+    outcomes = [
+        bench.Outcome(arm, seed, {"acc": 0.5},  None, write_metrics(
+            tmp_path / f"{arm}{seed}.jsonl",
+            [{"step": t, "reward/hack": 0.1 * t * (arm == "curvy")} for t in (1, 2)]))
+        for arm in ("curvy", "toybase") for seed in (0, 1)
+    ]  # fmt: skip
+    data = bench.summarize_outcomes(registry.PIPELINES["curvy"], arms, outcomes, "rayworks bench")
+    hack = data["extra_curves"]["reward/hack"]
+    assert hack["curvy"]["2"]["mean"] == pytest.approx(0.2) and hack["toybase"]["2"]["mean"] == 0
+    assert data["extra_curves"]["never_logged"] == {}
+    md = bench.write_outputs(tmp_path / "out", data)
+    assert (
+        "Also plotted against the step (mean and 95% CI over seeds): `curve_reward_hack.png`." in md
+    )
+    assert (tmp_path / "out" / "curve_reward_hack.png").read_bytes()[:8] == PNG_SIG
+    assert not (tmp_path / "out" / "curve_never_logged.png").exists()

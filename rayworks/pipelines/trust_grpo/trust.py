@@ -124,6 +124,8 @@ def run_trust(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
 
 REPORT = ("base_test_accuracy", "test_step_correct", "test_hack", "reward/hack", "gamma_mean",
           "gamma_lt1_frac", "eff_weight", "reward/thinking", "trm_corr")  # fmt: skip
+CURVES = ("reward/hack", "reward/steps", "reward/outcome", "test_step_correct", "gamma_mean",
+          "eff_weight")  # fmt: skip
 VARIANTS = {
     "no-trust-no-anneal": ("thinking.trust=false", "thinking.anneal=false"),
     "anneal-only": ("thinking.trust=false",),
@@ -143,6 +145,7 @@ VARIANTS = {
         **{f"hackable-{k}": ("trm.kind=hackable", *v) for k, v in VARIANTS.items()},
     },
     report=REPORT,
+    curves=CURVES,
 )
 def run(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
     """Trust-GRPO (SophiaVL-R1): VLM policy, TRM actor, trust-weighted annealed thinking reward."""
@@ -150,7 +153,7 @@ def run(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
 
 
 @pipeline("vl_grpo", config=VLGRPOConfig, kind="job", headline=("test_accuracy", "max"),
-          report=REPORT)  # fmt: skip
+          report=REPORT, curves=CURVES)  # fmt: skip
 def run_outcome_only(cfg: VLGRPOConfig, ctx: RunContext) -> dict[str, float]:
     """Outcome-only GRPO on the Trust-GRPO VLM and task (the TRM is logged, not rewarded)."""
     return run_trust(cfg, ctx)
