@@ -419,9 +419,10 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     """Bar per arm: mean with its 95% CI, each seed's value as a dot."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(1.6 + 1.4 * len(data["arms"]), 3.2))
-    ax = fig.add_subplot()
     names = [r["name"] for r in data["arms"]]
+    tilted = len(names) > 4 or max(map(len, names)) > 16  # long arm names would overlap
+    fig = Figure(figsize=(1.6 + 1.4 * len(names), 4.6 if tilted else 3.2))
+    ax = fig.add_subplot()
     means = [r["mean"] for r in data["arms"]]
     errs = [[m - r["ci95"][0] for m, r in zip(means, data["arms"], strict=True)],
             [r["ci95"][1] - m for m, r in zip(means, data["arms"], strict=True)]]  # fmt: skip
@@ -429,6 +430,10 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     ax.bar(names, means, yerr=errs, capsize=6, color=colors)
     for i, row in enumerate(data["arms"]):
         ax.scatter([i] * len(row["values"]), row["values"], color="black", s=12, zorder=3)
+    if tilted:
+        ax.tick_params(axis="x", labelrotation=25)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     key, mode = data["headline"]
     ax.set_ylabel(f"{key} ({'higher' if mode == 'max' else 'lower'} is better)")
     ax.set_title(f"{data['pipeline']}: mean and 95% CI over seeds")
