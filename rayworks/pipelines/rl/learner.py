@@ -117,8 +117,10 @@ class StepDriver:
         texts = [r.text for r in rollouts]
         totals, parts = self.reward(per_item, texts)
         accuracy = [self.task.verify(e, t) for e, t in zip(per_item, texts, strict=True)]
-        images = self.images(per_item)
-        pixels = None if images is None else pixel_values(self.processor, images)
+        images = self.images(examples)  # one per prompt, indexed per rollout row
+        pixels = None
+        if images is not None:
+            pixels = pixel_values(self.processor, images)[[r.prompt_index for r in rollouts]]
         batch = make_batch(rollouts, totals, self.pad, pixels, parts)
         values = None
         if self.critics:

@@ -78,3 +78,46 @@ def test_vllm_rollouts_logprobs_and_weight_sync(model_dir):
         torch.testing.assert_close(torch.tensor(r.logprobs), want, atol=2e-3, rtol=0)
     with pytest.raises(StaleWeightsError):
         engine.load_weights(new, version=1)
+
+
+@pytest.mark.gpu
+def test_vllm_vlm_rollouts_match_the_hf_forward_and_sync(tmp_path):
+    """The tiny LLaVA through vLLM: expanded image tokens in prompt_ids, logprobs that a
+    teacher-forced HF forward with the same pixels reproduces, weights synced in place."""
+    pytest.importorskip("vllm")
+    from rayworks.data.tasks import get_task
+    from rayworks.models.vlm import VLMSpec, build_vlm, encode_multimodal
+
+    examples = get_task("shapes").examples(3, "test", 0)
+    tok = train_tokenizer(TokenizerSpec(), [e.text for e in examples] + ["0123456789"])
+    torch.manual_seed(0)
+    spec = VLMSpec(vision_d=64, text=DecoderSpec(d_model=128, n_layer=2, n_head=2,
+                                                 max_seq_len=128))  # fmt: skip
+    model, processor = build_vlm(spec, tok)
+    model.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    engine = VLLMEngine(tmp_path, dtype="float32", gpu_memory_utilization=0.2)
+    prompts, images = [e.prompt for e in examples], [e.image for e in examples]
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=10, seed=0)
+    rollouts = engine.generate(prompts, 2, sampling, images)
+    rows, pixels = encode_multimodal(processor, prompts, images)
+    model = model.cuda().eval()
+    image_id = processor.tokenizer.convert_tokens_to_ids("<image>")
+    for r in rollouts:
+        assert r.prompt_ids == rows[r.prompt_index]  # vLLM expanded <image> as we do
+        assert image_id not in r.completion_ids
+        ids = torch.tensor([r.prompt_ids + r.completion_ids], device="cuda")
+        with torch.no_grad():
+            out = model(
+                input_ids=ids, pixel_values=pixels[r.prompt_index : r.prompt_index + 1].cuda()
+            )
+        logits = out.logits[0, len(r.prompt_ids) - 1 : -1].float()
+        want = (
+            torch.log_softmax(logits, -1)
+            .gather(-1, torch.tensor(r.completion_ids, device="cuda")[:, None])[:, 0]
+            .cpu()
+        )
+        torch.testing.assert_close(torch.tensor(r.logprobs), want, atol=2e-3, rtol=0)
+    new = {k: v + 0.1 * torch.randn_like(v) for k, v in model.state_dict().items()}
+    engine.load_weights(new, version=1)
+    assert {r.version for r in engine.generate(prompts, 1, sampling, images)} == {1}

@@ -35,6 +35,7 @@ def test_trust_grpo_smoke_run_logs_trust_and_resumes(cli, cli_env):
     assert [r["step"] for r in steps] == [1, 2, 3]
     for r, horizon in zip(steps, (2, 2, 3), strict=True):  # T = the run's max_steps
         assert 0.0 <= r["reward/thinking"] <= 1.0 and 0.0 < r["gamma_mean"] <= 1.0
+        assert r["rollout_logp_gap"] < 1e-4  # the learner sees each row's own image
         assert r["anneal"] == pytest.approx(math.exp(-(r["step"] - 1) / horizon))
     model = load_causal_lm(run_dir / "artifacts" / "model")
     assert type(model).__name__ == "LlavaForConditionalGeneration"
