@@ -53,6 +53,16 @@ def encode_rows(processor: Any, examples: list[Example], completions: list[str])
     return ids, mask, labels
 
 
+def optimizer_step(model: Any, optimizer: Any, loss: torch.Tensor, lr: float) -> None:
+    """One AdamW step on `loss` at `lr`, gradients clipped to norm 1 (SFT and TRM training)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
 def evaluate_policy(model_dir: Path, task: Any, test: list[Example], max_new: int) -> dict:
     """Greedy exact match, step correctness and hack rate of a saved policy on `test`."""
     engine = HFEngine(model_dir)
@@ -86,13 +96,8 @@ def sft_vlm(out: Path, task_name: str, spec: VLMSpec, sft: SFTConfig, max_new: i
         ids, mask, labels = encode_rows(processor, batch, [e.completion for e in batch])
         pixels = pixel_values(processor, [e.image for e in batch])
         scale = min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / sft.steps))
-        for group in optimizer.param_groups:
-            group["lr"] = sft.lr * max(scale, 0.05)
         loss = model(input_ids=ids, attention_mask=mask, pixel_values=pixels, labels=labels).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        optimizer_step(model, optimizer, loss, sft.lr * max(scale, 0.05))
         if (step + 1) % max(1, sft.steps // 10) == 0:
             log.append({"step": step + 1, "loss": float(loss.detach())})
     model_dir = out / "artifacts" / "model"

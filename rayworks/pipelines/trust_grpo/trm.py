@@ -23,7 +23,6 @@ in steps of 0.1.
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 from pathlib import Path
@@ -36,9 +35,11 @@ from rayworks.data.tasks import Example, get_task
 from rayworks.errors import ConfigError
 from rayworks.models import load_causal_lm
 from rayworks.models.vlm import IMAGE_TOKEN, load_processor, pixel_values
+from rayworks.pipelines.rl.algo import masked_corr
 from rayworks.pipelines.rl.base import digest, locked_build
 from rayworks.pipelines.rl.rewards import RewardFn, register_reward
 from rayworks.pipelines.trust_grpo.config import TRMConfig
+from rayworks.pipelines.trust_grpo.policy import optimizer_step
 
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 HEAD_FILE = "score_head.safetensors"
@@ -115,13 +116,16 @@ def tuples(
     return out
 
 
-def score_rows(model: ThinkingRewardModel, processor: Any, rows: list[tuple]) -> list[float]:
+def score(
+    model: ThinkingRewardModel, processor: Any, prompts: list[str], completions: list[str],
+    images: list[Any],
+) -> list[float]:  # fmt: skip
+    """The TRM's score in [0, 1] of each (prompt, completion, image), 64 rows per forward."""
+    texts = [thinking_text(p, c) for p, c in zip(prompts, completions, strict=True)]
     scores = []
     with torch.no_grad():
-        for start in range(0, len(rows), 64):
-            chunk = rows[start : start + 64]
-            texts = [thinking_text(ex.prompt, resp) for ex, resp, *_ in chunk]
-            inputs = encode(processor, texts, [ex.image for ex, *_ in chunk])
+        for start in range(0, len(texts), 64):
+            inputs = encode(processor, texts[start : start + 64], images[start : start + 64])
             scores += torch.sigmoid(model(**inputs)).tolist()
     return scores
 
@@ -130,14 +134,11 @@ def held_out_metrics(scores: list[float], rows: list[tuple], task: Any) -> dict[
     """Error against the true step score, its correlation, and the score of hack traces."""
     true = [r[3] for r in rows]
     n = len(rows)
-    mean_s, mean_t = sum(scores) / n, sum(true) / n
-    cov = sum((s - mean_s) * (t - mean_t) for s, t in zip(scores, true, strict=True))
-    var = math.sqrt(sum((s - mean_s) ** 2 for s in scores) * sum((t - mean_t) ** 2 for t in true))
     hack = [s for s, r in zip(scores, rows, strict=True) if task.hack_score(r[0], r[1]) > 0]
     clean = [s for s, r in zip(scores, rows, strict=True) if r[3] == 1.0]
     return {
         "mae": sum(abs(s - t) for s, t in zip(scores, true, strict=True)) / n,
-        "corr": cov / var if var > 0 else float("nan"),
+        "corr": masked_corr(torch.tensor(scores), torch.tensor(true), torch.ones(n)),
         "hack_trace_score": sum(hack) / len(hack) if hack else float("nan"),
         "correct_trace_score": sum(clean) / len(clean) if clean else float("nan"),
     }
@@ -160,14 +161,13 @@ def train_trm(out: Path, policy_dir: Path, task_name: str, cfg: TRMConfig) -> No
         inputs = encode(processor, texts, [ex.image for ex, *_ in batch])
         labels = torch.tensor([label for _, _, label, _ in batch])
         loss = torch.nn.functional.binary_cross_entropy_with_logits(model(**inputs), labels)
-        for group in optimizer.param_groups:
-            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.steps // 10))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        optimizer_step(
+            model, optimizer, loss, cfg.lr * min(1.0, (step + 1) / max(1, cfg.steps // 10))
+        )
     model.eval()
-    metrics = held_out_metrics(score_rows(model, processor, test), test, task)
+    prompts, responses = [ex.prompt for ex, *_ in test], [resp for _, resp, *_ in test]
+    scores = score(model, processor, prompts, responses, [ex.image for ex, *_ in test])
+    metrics = held_out_metrics(scores, test, task)
     out.mkdir(parents=True, exist_ok=True)
     model.save(out)
     processor.save_pretrained(out)
@@ -204,11 +204,7 @@ class TRMScorer:
         self.processor = load_processor(path)
 
     def score(self, prompts: list[str], completions: list[str], images: list[Any]) -> list[float]:
-        rows = [
-            (Example(prompt=p, completion="", answer="", difficulty=0, image=i), c)
-            for p, c, i in zip(prompts, completions, images, strict=True)
-        ]
-        return score_rows(self.model, self.processor, rows)
+        return score(self.model, self.processor, prompts, completions, images)
 
 
 class TRMReward:
