@@ -1,0 +1,59 @@
+"""`ttc` end to end: the simulator level in process, the real-sampler level through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rayworks.errors import ConfigError
+from rayworks.pipelines.ttc.config import TTCConfig
+from rayworks.pipelines.ttc.pipeline import run_ttc
+from rayworks.platform.config import build_config
+from rayworks.platform.context import RunContext
+
+
+def test_simulator_level_curve_efficiency_and_theory(tmp_path: Path) -> None:
+    cfg = build_config(TTCConfig, "smoke", (), ["budgets=[1,4,8]", "budget=8"])
+    ctx = RunContext.create("ttc", cfg, runs_dir=tmp_path)
+    summary = run_ttc(cfg, ctx)
+    steps = [row["step"] for row in ctx.metrics()]
+    assert steps == [1, 4, 8]
+    assert summary["coverage"] == summary["coverage_b8"] >= summary["uniform_coverage"]
+    assert summary["spent"] <= 8 * cfg.simulator.n_queries
+    assert summary["efficiency"] >= 1.0 and summary["coverage_gain"] >= 0
+    assert 0 <= summary["unsolvable_share"] <= 1
+    assert summary["theory_ratio_n8"] == pytest.approx(8 / sum(1 / i for i in range(1, 9)))
+    uniform = build_config(TTCConfig, "smoke", (), ["allocator.rule=uniform", "theory_sizes=[]"])
+    flat = run_ttc(uniform, RunContext.create("ttc", uniform, runs_dir=tmp_path))
+    assert flat["efficiency"] == 1.0 and flat["coverage_gain"] == 0.0
+    assert "theory_fit" not in flat
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError, match="budget=3"):
+        build_config(TTCConfig, "smoke", (), ["budget=3"])
+    with pytest.raises(ConfigError, match="pool_size"):
+        build_config(TTCConfig, "smoke", (), ["level=sampler", "budgets=[1,64]", "budget=1"])
+    with pytest.raises(ConfigError, match=r"allocator\.rule"):
+        build_config(TTCConfig, "smoke", (), ["allocator.rule=greedy"])
+
+
+def test_sampler_level_through_cli(cli, cli_env) -> None:
+    """SFT'd base (smoke), a response pool drawn by Ray tasks once, replayed by every rule."""
+    for rule in ("entropy", "uniform"):
+        cli(["run", "ttc", "--preset", "smoke", "--no-progress", "--set", "level=sampler",
+             "--set", f"allocator.rule={rule}"])  # fmt: skip
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    [pool] = list((runs / "cache" / "ttc_pool").glob("*/pool.json"))  # drawn once, shared
+    data = json.loads(pool.read_text())
+    assert len(data["prompts"]) == 6 and all(len(row) == 8 for row in data["pool"])
+    summaries = [json.loads(p.read_text()) for p in sorted(runs.glob("ttc/*/summary.json"))]
+    assert len(summaries) == 2 and all(s["status"] == "completed" for s in summaries)
+    for s in summaries:
+        assert s["spent"] <= 4 * 6 and 0 <= s["coverage"] <= 1
+        assert s["share_easy"] + s["share_hard"] + s["share_unsolvable"] == pytest.approx(1)
+    [queries] = list(runs.glob("ttc/*/artifacts/queries.jsonl"))[:1]
+    first = json.loads(queries.read_text().splitlines()[0])
+    assert set(first) == {"prompt", "answer", "pass_rate", "answers"} and len(first["answers"]) == 4
