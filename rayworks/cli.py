@@ -87,17 +87,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("serve", help="serve a model behind OpenAI-compatible HTTP (Ray Serve)")
-    p.add_argument("target", choices=["model"], help="what to serve")
-    p.add_argument("--checkpoint", required=True, help="run dir, checkpoint dir or HF model dir")
+    p.add_argument(
+        "target", choices=["model", "ttc"], help="model: one checkpoint; ttc: the TTC router"
+    )
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        action="append",
+        help="run dir, checkpoint dir or HF model dir (ttc: repeat for several models)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(
         "--api-key", default=os.environ.get("RAYWORKS_API_KEY"), help="require this bearer token"
     )
-    p.add_argument("--max-ongoing-requests", type=int, default=4)
-    p.add_argument("--max-queued-requests", type=int, default=8)
+    p.add_argument(
+        "--max-ongoing-requests", type=int, help="per replica of the ingress (model 4, ttc 32)"
+    )
+    p.add_argument("--max-queued-requests", type=int, help="then HTTP 503 (model 8, ttc 64)")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--name", help="model id shown by /v1/models")
+    _add_ttc_args(p)
     _add_address(p)
 
     p = sub.add_parser("submit", help="submit `rayworks run PIPELINE ARGS` to a cluster (Ray Jobs)")
@@ -233,19 +243,83 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ttc_args(p: argparse.ArgumentParser) -> None:
+    """Flags of `rayworks serve ttc` (the router's server defaults; requests may override)."""
+    g = p.add_argument_group("ttc router (target ttc)")
+    g.add_argument("--rule", default="elimination", help="default allocation rule")
+    g.add_argument("--budget", type=int, default=8, help="default samples per prompt")
+    g.add_argument("--k", type=int, default=1, help="samples per selected prompt per round")
+    g.add_argument("--stop", choices=["oracle", "consistency"], help="default: oracle if --oracle")
+    g.add_argument("--aggregate", choices=["majority", "best_score"])
+    g.add_argument("--cap-factor", type=float, default=2.0, help="max_samples = cap x budget")
+    g.add_argument("--window-ms", type=float, default=20.0, help="batching window")
+    g.add_argument("--answer-pattern", default=r"A:\s*(\S+)", help="final-answer regex")
+    g.add_argument("--oracle", help="module:function(prompt, completion) -> score (trusted code)")
+    g.add_argument("--min-replicas", type=int, default=1, help="per model deployment")
+    g.add_argument("--max-replicas", type=int, default=2, help="per model deployment")
+    g.add_argument("--model-cpus", type=float, default=1.0, help="CPUs per model replica")
+
+
+def _serve_ttc(args: argparse.Namespace) -> None:
+    """Check the flags and checkpoints, then join the cluster and serve the router."""
+    from rayworks.pipelines.ttc.router import serve_ttc
+    from rayworks.pipelines.ttc.router_api import RouterSettings
+    from rayworks.platform.cluster import connect
+    from rayworks.platform.config import validate
+    from rayworks.platform.serve import checked_model_dir
+
+    stop = args.stop or ("oracle" if args.oracle else "consistency")
+    allocator = {"rule": args.rule, "k": args.k, "stop": stop}
+    settings = validate(
+        RouterSettings,
+        {
+            "allocator": allocator,
+            "budget": args.budget,
+            "aggregate": args.aggregate,
+            "cap_factor": args.cap_factor,
+            "window_ms": args.window_ms,
+            "answer_pattern": args.answer_pattern,
+            "oracle": args.oracle,
+        },
+        origin="serve ttc flags",
+    )
+    for checkpoint in args.checkpoint:
+        checked_model_dir(checkpoint)  # fails here, before Ray, if anything is missing
+    if args.address:
+        connect(args.address)
+    serve_ttc(
+        args.checkpoint,
+        settings,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        model_cpus=args.model_cpus,
+        max_ongoing_requests=args.max_ongoing_requests or 32,
+        max_queued_requests=args.max_queued_requests or 64,
+        blocking=True,
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from rayworks.platform.cluster import connect
     from rayworks.platform.serve import serve_model
 
+    if args.target == "ttc":
+        _serve_ttc(args)
+        return 0
+    if len(args.checkpoint) != 1:
+        raise RayworksError("serve model takes exactly one --checkpoint (serve ttc takes several)")
     if args.address:
         connect(args.address)
     serve_model(
-        args.checkpoint,
+        args.checkpoint[0],
         host=args.host,
         port=args.port,
         api_key=args.api_key,
-        max_ongoing_requests=args.max_ongoing_requests,
-        max_queued_requests=args.max_queued_requests,
+        max_ongoing_requests=args.max_ongoing_requests or 4,
+        max_queued_requests=args.max_queued_requests or 8,
         num_replicas=args.replicas,
         model_name=args.name,
         blocking=True,

@@ -35,6 +35,30 @@ def sample_next(
     return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
 
 
+def encode_prompts(tok: Any, context: int, prompts: list[str]) -> list[list[int]]:
+    """Token ids per prompt; 400 if a prompt is empty (and there is no BOS) or leaves no room
+    to generate within `context` tokens. Shared with the TTC router, which checks prompts
+    before they join a batch."""
+    rows = []
+    for i, prompt in enumerate(prompts):
+        ids = tok(prompt).input_ids or [tok.bos_token_id]
+        if ids[0] is None:
+            raise APIError(
+                400, f"prompt {i} is empty and the model has no BOS token", param="prompt"
+            )
+        if len(ids) >= context:
+            raise APIError(
+                400,
+                f"prompt {i} has {len(ids)} tokens but the model's context "
+                f"(max_position_embeddings) is {context} tokens, leaving no "
+                "room for a completion; shorten the prompt",
+                param="prompt",
+                code="context_length_exceeded",
+            )
+        rows.append(ids)
+    return rows
+
+
 class TextRow:
     """Incremental detokenisation of one choice: stop strings, held-back text, finish reason.
 
@@ -93,24 +117,7 @@ class CompletionEngine:
 
     def encode(self, prompts: list[str]) -> list[list[int]]:
         """Token ids per prompt; 400 if a prompt is empty or leaves no room to generate."""
-        rows = []
-        for i, prompt in enumerate(prompts):
-            ids = self.tok(prompt).input_ids or [self.tok.bos_token_id]
-            if ids[0] is None:
-                raise APIError(
-                    400, f"prompt {i} is empty and the model has no BOS token", param="prompt"
-                )
-            if len(ids) >= self.context:
-                raise APIError(
-                    400,
-                    f"prompt {i} has {len(ids)} tokens but the model's context "
-                    f"(max_position_embeddings) is {self.context} tokens, leaving no "
-                    "room for a completion; shorten the prompt",
-                    param="prompt",
-                    code="context_length_exceeded",
-                )
-            rows.append(ids)
-        return rows
+        return encode_prompts(self.tok, self.context, prompts)
 
     @torch.no_grad()
     def _forward(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -74,10 +75,8 @@ def choice(index: int, text: str, finish: str | None) -> dict[str, Any]:
     return {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
 
 
-def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
-    """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
-    app = FastAPI(title="rayworks completions")
-    created = int(time.time())
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer APIError, bad bodies (as 400, not 422) and HTTP errors in OpenAI's shape."""
 
     async def api_error(_: Request, exc: APIError) -> JSONResponse:
         return error_response(exc)
@@ -92,8 +91,12 @@ def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid_body)
     app.add_exception_handler(HTTPException, http_error)
 
+
+def bearer_auth(api_key: str | None) -> Callable[[Request], None]:
+    """A FastAPI dependency: 401 unless `Authorization: Bearer <api_key>` matches (when a
+    key is set). Shared by the model endpoint and the TTC router."""
+
     def authorize(request: Request) -> None:
-        """401 unless `Authorization: Bearer <api_key>` matches (when a key is set)."""
         if api_key is None:
             return
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -106,6 +109,16 @@ def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
                 type="authentication_error",
                 code="invalid_api_key",
             )
+
+    return authorize
+
+
+def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
+    """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
+    app = FastAPI(title="rayworks completions")
+    created = int(time.time())
+    install_error_handlers(app)
+    authorize = bearer_auth(api_key)
 
     @app.get("/health")
     def health() -> dict[str, str]:

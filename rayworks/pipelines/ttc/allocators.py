@@ -247,7 +247,9 @@ class Allocation:
             # evenly too); every query gets its first K before a priority rule may skip it
             wanted = [(q, self.cfg.k) for q in self._least_sampled(active)]
         else:
-            ranked = sorted(active, key=self.priority, reverse=True)
+            # ties (e.g. every unsolved query at score 0 under an exact oracle) go to the
+            # least-sampled query first, so a tied rule falls back to round robin
+            ranked = sorted(active, key=lambda q: (-self.priority(q), q.samples, q.index))
             take = max(1, math.ceil(self.cfg.select_fraction * len(ranked)))
             wanted = [(q, self.cfg.k) for q in ranked[:take]]
         return self._fit(wanted, free)

@@ -159,3 +159,10 @@ def test_query_state_statistics() -> None:
     assert q.best is not None and q.best.score == 0.7 and q.mean_score == pytest.approx(1.0 / 3)
     assert q.counts["<malformed>"] == 1 and 0 < q.entropy() < 1
     assert q.selected(by_score=False).answer == "4"
+
+
+def test_tied_priorities_fall_back_to_round_robin() -> None:
+    """GAP under an exact oracle: every unsolved query scores 0, so all tie; the rounds must
+    rotate over them rather than keep sampling the same ones."""
+    run = allocate(4, 20, AllocatorConfig(rule="gap"), Scripted(script([None] * 4)))
+    assert [q.samples for q in run.queries] == [5, 5, 5, 5]

@@ -1,0 +1,246 @@
+"""HTTP surface of the test-time-compute router: server settings, request bodies, replies.
+
+Pure pydantic and dict building (no Ray, no FastAPI app) so that the CLI can validate the
+settings before Ray starts and tests can check the shapes without a server.
+
+A request body is OpenAI's (`/v1/completions`, `/v1/chat/completions`) plus an optional
+`ttc` object; `/v1/batch/completions` takes `prompts: [...]` instead of `prompt`:
+
+    {"prompt": "Q: 12+3=\\n", "max_tokens": 48,
+     "ttc": {"budget": 8, "max_samples": 16, "aggregate": "majority",
+             "allocator": {"rule": "elimination", "k": 1, "stop": "consistency"}}}
+
+`ttc.allocator` holds `AllocatorConfig` fields laid over the server's default allocator;
+an unknown key is a 400 naming `ttc.allocator.<key>`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rayworks.pipelines.ttc.allocators import AllocatorConfig
+from rayworks.platform.config import Config
+from rayworks.platform.openai_api import APIError
+
+MAX_PROMPTS = 64  # prompts per request: bounds what one request can put in a window
+Aggregate = Literal["majority", "best_score"]
+Oracle = Callable[[str, str], float]
+
+
+class RouterSettings(Config):
+    """Server-side defaults and limits of the router (`rayworks serve ttc` flags)."""
+
+    allocator: AllocatorConfig = Field(
+        default_factory=lambda: AllocatorConfig(stop="consistency"),
+        description="default allocation rule; requests override fields in ttc.allocator",
+    )
+    budget: int = Field(8, ge=1, description="default samples (or tokens) per prompt")
+    max_budget: int = Field(64, ge=1, description="largest per-prompt budget a request may ask")
+    cap_factor: float = Field(
+        2.0,
+        ge=1,
+        description="default max_samples = ceil(cap_factor x budget): how far one prompt may "
+        "borrow budget that other prompts of its window left unused (1 = never)",
+    )
+    aggregate: Aggregate | None = Field(
+        None, description="default answer choice; None: best_score with an oracle, else majority"
+    )
+    answer_pattern: str = Field(
+        r"A:\s*(\S+)", description="regex whose group 1 (or match) is a sample's final answer"
+    )
+    oracle: str | None = Field(
+        None, description="module:function(prompt, completion) -> score in [0, 1], trusted code"
+    )
+    window_ms: float = Field(20.0, ge=0, description="requests arriving this close share one run")
+    max_window_prompts: int = Field(64, ge=1, description="a window closes early at this size")
+    rows_per_call: int = Field(16, ge=1, le=64, description="samples per model-deployment call")
+    model_retries: int = Field(3, ge=0, description="retries of a call whose replica died")
+    model_timeout_s: float = Field(120.0, gt=0, description="one model call's deadline")
+
+    @field_validator("answer_pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as err:
+            raise ValueError(f"not a regular expression: {err}") from err
+        return value
+
+    @field_validator("oracle")
+    @classmethod
+    def _importable(cls, value: str | None) -> str | None:
+        if value is not None:
+            load_oracle(value)
+        return value
+
+    def default_aggregate(self) -> Aggregate:
+        return self.aggregate or ("best_score" if self.oracle else "majority")
+
+
+def load_oracle(spec: str) -> Oracle:
+    """Import `module:function` by name. Oracles are code the operator installed, imported
+    like any module: never unpickled from a request or a file."""
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"oracle {spec!r} must be 'module:function'")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot import oracle {spec!r}: {err}") from err
+    if not callable(fn):
+        raise ValueError(f"oracle {spec!r} is not callable")
+    return fn
+
+
+def extract_answer(text: str, pattern: re.Pattern[str]) -> str | None:
+    """A sample's final answer: the pattern's last match (group 1 if it has one), else the
+    stripped text; None (a malformed sample, which never wins a vote) if that is empty."""
+    found = list(pattern.finditer(text))
+    if found:
+        last = found[-1]
+        return last.group(1) if pattern.groups else last.group(0)
+    return text.strip() or None
+
+
+class TTCOptions(BaseModel):
+    """The per-request `ttc` object; every field defaults to the server's setting."""
+
+    model_config = ConfigDict(extra="forbid")
+    budget: int | None = Field(None, ge=1, description="samples (or tokens) per prompt")
+    max_samples: int | None = Field(None, ge=1, description="most samples one prompt may take")
+    aggregate: Aggregate | None = None
+    allocator: dict[str, Any] | None = None
+
+
+class RouterFields(BaseModel):
+    """Sampling fields shared by the three routes (OpenAI names; others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    max_tokens: int = Field(16, ge=1)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    n: int = Field(1, ge=1)
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    stream: bool = False
+    echo: bool = False
+    ttc: TTCOptions | None = None
+
+    def stops(self) -> tuple[str, ...]:
+        return (
+            (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop or [] if s)
+        )
+
+
+Prompts = str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
+
+
+class CompletionBody(RouterFields):
+    prompt: Prompts
+
+
+class BatchBody(RouterFields):
+    prompts: Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "developer"]
+    content: str
+
+
+class ChatBody(RouterFields):
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    max_completion_tokens: int | None = Field(None, ge=1)
+
+
+def resolve_ttc(
+    body: RouterFields, settings: RouterSettings, has_oracle: bool
+) -> tuple[AllocatorConfig, int, int, Aggregate]:
+    """(allocator config, budget, max_samples, aggregate) of one request, or a 400 naming
+    the `ttc` field at fault. Also rejects what the router cannot do (n > 1, stream)."""
+    if body.n != 1:
+        raise APIError(400, "the router returns one aggregated completion per prompt, so n "
+                       "must be 1; ask for more samples with ttc.budget", param="n")  # fmt: skip
+    if body.stream:
+        raise APIError(400, "stream is not supported: the answer is chosen after all samples "
+                       "are drawn", param="stream")  # fmt: skip
+    opts = body.ttc or TTCOptions()
+    merged = {**settings.allocator.model_dump(), **(opts.allocator or {})}
+    try:
+        cfg = AllocatorConfig.model_validate(merged)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        param = f"ttc.allocator.{loc}" if loc else "ttc.allocator"
+        raise APIError(400, f"invalid value for '{param}': {first['msg']}", param=param,
+                       code="invalid_value") from None  # fmt: skip
+    if cfg.stop == "oracle" and not has_oracle:
+        raise APIError(400, "ttc.allocator.stop='oracle' needs a server started with --oracle; "
+                       "use stop='consistency'", param="ttc.allocator.stop")  # fmt: skip
+    if cfg.unit == "tokens" and cfg.max_sample_tokens < body.max_tokens:
+        raise APIError(400, f"with unit='tokens', max_sample_tokens={cfg.max_sample_tokens} "
+                       f"must be >= max_tokens={body.max_tokens} so the budget holds",
+                       param="ttc.allocator.max_sample_tokens")  # fmt: skip
+    budget = opts.budget or settings.budget
+    if budget > settings.max_budget:
+        raise APIError(400, f"ttc.budget={budget} exceeds this server's max_budget="
+                       f"{settings.max_budget}", param="ttc.budget")  # fmt: skip
+    per_sample = cfg.max_sample_tokens if cfg.unit == "tokens" else 1
+    cap = opts.max_samples or max(1, math.ceil(settings.cap_factor * budget / per_sample))
+    aggregate = opts.aggregate or settings.default_aggregate()
+    if aggregate == "best_score" and not has_oracle:
+        raise APIError(400, "aggregate='best_score' needs an oracle (--oracle); use 'majority'",
+                       param="ttc.aggregate")  # fmt: skip
+    return cfg, budget, cap, aggregate
+
+
+def render_chat(messages: list[ChatMessage], template: Callable[..., str] | None) -> str:
+    """The prompt of a chat: the tokenizer's chat template when it has one, else the
+    messages' contents one per line (our tiny models have no template)."""
+    if template is not None:
+        rows = [{"role": m.role, "content": m.content} for m in messages]
+        return template(rows, tokenize=False, add_generation_prompt=True)
+    return "\n".join(m.content for m in messages)
+
+
+def completion_reply(
+    model: str, results: list[dict[str, Any]], prompts: list[str], echo: bool, chat: bool
+) -> dict[str, Any]:
+    """One OpenAI `text_completion` (or `chat.completion`) over the prompts' results, with
+    usage summed over the prompts and the per-prompt `ttc` details."""
+    if chat:
+        [result] = results
+        choices = [{"index": 0, "finish_reason": result["finish_reason"], "logprobs": None,
+                    "message": {"role": "assistant", "content": result["text"]}}]  # fmt: skip
+    else:
+        choices = [
+            {
+                "index": i,
+                "logprobs": None,
+                "finish_reason": r["finish_reason"],
+                "text": (p if echo else "") + r["text"],
+            }
+            for i, (r, p) in enumerate(zip(results, prompts, strict=True))
+        ]
+    return {
+        "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": sum_usage([r["usage"] for r in results]),
+        "ttc": {**results[0]["batch"], "prompts": [r["ttc"] for r in results]},
+    }
+
+
+def sum_usage(usages: list[dict[str, int]]) -> dict[str, int]:
+    return {key: sum(u[key] for u in usages) for key in usages[0]}
