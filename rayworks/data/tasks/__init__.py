@@ -1,6 +1,7 @@
 """Synthetic reasoning tasks with exact verifiers, registered by name."""
 
 from rayworks.data.tasks.arithmetic import ArithmeticTask
+from rayworks.data.tasks.bag import BagDrawCoTTask, BagDrawTask
 from rayworks.data.tasks.base import TASKS, Example, Task, get_task, register_task
 from rayworks.data.tasks.countdown import CountdownTask
 from rayworks.data.tasks.shapes import ShapesTask
@@ -8,6 +9,8 @@ from rayworks.data.tasks.shapes import ShapesTask
 __all__ = [
     "TASKS",
     "ArithmeticTask",
+    "BagDrawCoTTask",
+    "BagDrawTask",
     "CountdownTask",
     "Example",
     "ShapesTask",

@@ -48,6 +48,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from rayworks.errors import RayworksError
+from rayworks.evals.calibration_math import b_confidence
 from rayworks.platform.config import Config
 
 Rule = Literal["uniform", "etc", "elimination", "ucb", "gap", "entropy", "bconf"]
@@ -157,15 +158,12 @@ class QueryState:
         return sum(scores) / len(scores) if scores else 0.0
 
     def vote(self) -> tuple[str | None, float]:
-        """(majority answer, its share): the B-confidence under B = exact answer.
-
-        Malformed responses count in the denominator but never win the vote.
-        """
-        counts = Counter(d.answer for d in self.draws if d.answer is not None)
-        if not counts:
+        """(majority answer, its share): the plug-in B-confidence under B = exact answer
+        (`rayworks.evals.calibration_math.b_confidence`). Malformed responses count in the
+        denominator but never win the vote."""
+        if not self.draws:
             return None, 0.0
-        answer, top = counts.most_common(1)[0]
-        return answer, top / self.samples
+        return b_confidence([d.answer for d in self.draws])
 
     def entropy(self) -> float:
         """Entropy of the sampled answer classes divided by its maximum, log(n_x); a query
