@@ -60,11 +60,14 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     """A `ray start --head` process: yields a dict with gcs/dashboard addresses and token."""
     temp, token_path = RAY_TMP, TOKEN_PATH
     token = token_path.read_text()
-    gcs_port, dash_port = free_port(), free_port()
+    gcs_port, dash_port, agent_port = free_port(), free_port(), free_port()
     env = dict(os.environ)
+    # every port of its own: the job agent's default (52365) is taken by any other Ray on
+    # the machine (a user's `rayworks run`), and then no job can be submitted
     cmd = [
         str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
         "--num-cpus=2", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
+        f"--dashboard-agent-listen-port={agent_port}",
         f"--temp-dir={temp}", "--disable-usage-stats", "--include-dashboard=true",
     ]  # fmt: skip
     log = (tmp_path_factory.mktemp("ray-head") / "head.log").open("w")

@@ -25,6 +25,8 @@ from typing import Any, TextIO
 
 from rayworks.errors import RayworksError
 
+AGENT_WAIT_S = 15.0  # how long a submit waits for the head to find a job agent
+
 DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
@@ -136,12 +138,22 @@ def submit_entrypoint(
     if pip:
         runtime_env["pip"] = list(pip)
     client, url = _client(address)
-    with _talking_to(url):
-        return client.submit_job(
-            entrypoint=entrypoint,
-            runtime_env=runtime_env or None,
-            submission_id=submission_id,
-        )
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            with _talking_to(url):
+                return client.submit_job(
+                    entrypoint=entrypoint,
+                    runtime_env=runtime_env or None,
+                    submission_id=submission_id,
+                )
+        except RayworksError as exc:
+            # the head answers 500 "No available agent" until a node's job agent has
+            # registered (a fresh cluster) or while its agent is slow to answer (a busy
+            # node); Ray itself says to try again later
+            if "no available agent" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 def submit(

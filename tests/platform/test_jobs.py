@@ -149,3 +149,32 @@ def test_submit_lm_smoke_reaches_succeeded(ray_head, tmp_path: Path):
     final = jobs.follow(job_id, address=url, out=out, poll_s=1.0, timeout_s=300)
     assert final == "SUCCEEDED", out.getvalue()[-4000:]
     assert any((tmp_path / "runs").rglob("summary.json")), out.getvalue()[-4000:]
+
+
+class _FlakyClient:
+    """A JobSubmissionClient stand-in whose head has no job agent for `misses` calls."""
+
+    def __init__(self, misses: int) -> None:
+        self.misses, self.calls = misses, 0
+
+    def submit_job(self, **_: object) -> str:
+        self.calls += 1
+        if self.calls <= self.misses:
+            raise RuntimeError(
+                "Request failed with status code 500: No available agent to submit job, "
+                "please try again later.."
+            )
+        return "raysubmit_ok"
+
+
+def test_submit_waits_for_a_job_agent_then_gives_up(monkeypatch):
+    monkeypatch.setattr(jobs.time, "sleep", lambda _: None)
+    flaky = _FlakyClient(misses=2)
+    monkeypatch.setattr(jobs, "_client", lambda address: (flaky, "http://h:8265"))
+    assert jobs.submit_entrypoint("echo hi") == "raysubmit_ok" and flaky.calls == 3
+    never = _FlakyClient(misses=10**9)
+    monkeypatch.setattr(jobs, "_client", lambda address: (never, "http://h:8265"))
+    monkeypatch.setattr(jobs, "AGENT_WAIT_S", -1.0)  # deadline already passed: one try
+    with pytest.raises(RayworksError, match="No available agent"):
+        jobs.submit_entrypoint("echo hi")
+    assert never.calls == 1
