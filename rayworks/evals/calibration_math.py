@@ -12,7 +12,6 @@ Pure functions (numpy, relplot): no models, no I/O except the diagram's PNG.
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from collections import Counter
@@ -23,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from rayworks.errors import RayworksError
+from rayworks.platform.plugins import import_callable
 
 Estimator = Literal["plugin", "heldout"]
 Collapse = Callable[[str | None], str | None]
@@ -88,18 +88,11 @@ def get_collapse(name: str, task: object | None = None) -> Collapse:
                 "module:function."
             )
         return fn
-    module, sep, attr = name.partition(":")
-    if not sep or not module or not attr:
+    if ":" not in name:
         raise RayworksError(
             f"collapse={name!r} is not one of {[*COLLAPSES, 'task']} nor 'module.path:function'."
         )
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise RayworksError(f"collapse={name!r} cannot be imported: {exc}") from None
-    if not callable(fn):
-        raise RayworksError(f"collapse={name!r} is not callable")
-    return fn
+    return import_callable(name, "collapse")
 
 
 def extract_answer(completion: str, marker: str = "A:") -> str | None:

@@ -159,7 +159,15 @@ def serve_model(
     wait_healthy(url)
     if not blocking:
         return url
-    print(f"serving {name!r} from {model_dir} at {url}/v1 (Ctrl-C to stop)", flush=True)
+    serve_until_interrupted(f"serving {name!r} from {model_dir} at {url}/v1")
+    return url
+
+
+def serve_until_interrupted(message: str) -> None:
+    """Print `message`, block until Ctrl-C or SIGTERM, then shut Serve down."""
+    from ray import serve
+
+    print(f"{message} (Ctrl-C to stop)", flush=True)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops Serve like Ctrl-C does
     try:
@@ -169,4 +177,3 @@ def serve_model(
         pass
     finally:
         serve.shutdown()
-    return url

@@ -25,8 +25,6 @@ import functools
 import itertools
 import json
 import re
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,6 +59,7 @@ from rayworks.platform.serve import (
     checked_model_dir,
     default_model_name,
     ensure_http_address,
+    serve_until_interrupted,
     wait_healthy,
 )
 
@@ -383,18 +382,5 @@ def serve_ttc(
     wait_healthy(url)
     if not blocking:
         return url
-    print(f"serving {names} behind the TTC router at {url}/v1 (Ctrl-C to stop)", flush=True)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        serve.shutdown()
+    serve_until_interrupted(f"serving {names} behind the TTC router at {url}/v1")
     return url
-
-
-def _interrupt(*_: Any) -> None:
-    raise KeyboardInterrupt

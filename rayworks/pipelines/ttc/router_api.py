@@ -16,7 +16,6 @@ an unknown key is a 400 naming `ttc.allocator.<key>`.
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 import time
@@ -26,9 +25,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rayworks.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
 from rayworks.platform.config import Config
 from rayworks.platform.openai_api import APIError
+from rayworks.platform.plugins import import_callable
 
 MAX_PROMPTS = 64  # prompts per request: bounds what one request can put in a window
 Aggregate = Literal["majority", "best_score"]
@@ -87,17 +88,12 @@ class RouterSettings(Config):
 
 def load_oracle(spec: str) -> Oracle:
     """Import `module:function` by name. Oracles are code the operator installed, imported
-    like any module: never unpickled from a request or a file."""
-    module, sep, name = spec.partition(":")
-    if not sep or not module or not name:
-        raise ValueError(f"oracle {spec!r} must be 'module:function'")
+    like any module: never unpickled from a request or a file. A bad name is a ValueError,
+    so the settings validator reports it against the `oracle` field."""
     try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"cannot import oracle {spec!r}: {err}") from err
-    if not callable(fn):
-        raise ValueError(f"oracle {spec!r} is not callable")
-    return fn
+        return import_callable(spec, "oracle")
+    except RayworksError as err:
+        raise ValueError(str(err)) from None
 
 
 def extract_answer(text: str, pattern: re.Pattern[str]) -> str | None:
