@@ -1,0 +1,95 @@
+"""Unicode normalization and whitespace cleanup, the first step of the corpus pipeline.
+
+Every later step counts characters, words and lines, and the dedup step hashes text, so the
+same document must look the same however it was encoded or typed. This step (stateless, run
+as Ray tasks) rewrites the text column in place:
+
+1. Unicode normalization, NFC by default (composed characters: "é" is one code point, as
+   most scorers and tokenizers expect). NFKC is available; it also folds compatibility
+   characters (ligatures "ﬁ" -> "fi", full-width letters, no-break spaces), which helps
+   matching but changes what the author wrote, so it is opt-in.
+2. Line endings unified to "\\n" (CRLF, CR, NEL U+0085, LINE/PARAGRAPH SEPARATOR).
+3. Control characters (Unicode category Cc) removed, except "\\n" and "\\t"; the byte-order
+   mark U+FEFF is removed too (a leftover of UTF-16/UTF-8-BOM files).
+4. Runs of spaces inside a line collapsed to one, trailing spaces of each line removed.
+   Leading indentation is kept: it carries meaning in code (Python) and verse.
+5. The whole text trimmed.
+
+Rows that are empty after normalization are dropped with reason `normalize:empty` (they
+would score as zero-word documents in every later step). Column `normalize_changed` says
+whether the text was modified. No paper fixes these choices; datatrove's
+`TextNormalization`/`FTFYFormatter` and NeMo Curator's `UnicodeReformatter` do similar work.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from rayworks.pipelines.corpus.step import Batch, drop
+
+EMPTY = "normalize:empty"
+
+_LINE_ENDINGS = re.compile(r"\r\n|[\r\x85\u2028\u2029]")
+_SPACE_RUN = re.compile(r"(?<=\S) {2,}")  # only after a non-space: indentation survives
+_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
+_KEEP_CONTROLS = {"\n", "\t"}
+
+
+@dataclass(frozen=True)
+class NormalizeConfig:
+    """text_column: column to normalize in place.
+    form: "NFC" (default, canonical composition) or "NFKC" (also compatibility folding).
+    collapse_spaces: collapse runs of spaces inside lines (leading indentation kept).
+    """
+
+    text_column: str = "text"
+    form: str = "NFC"
+    collapse_spaces: bool = True
+
+    def __post_init__(self) -> None:
+        if self.form not in ("NFC", "NFKC"):
+            raise ValueError(f"NormalizeConfig.form: {self.form!r}, expected 'NFC' or 'NFKC'")
+
+
+def normalize_text(text: str, cfg: NormalizeConfig) -> str:
+    """The normalized form of `text` (see the module docstring for the order of rules)."""
+    text = unicodedata.normalize(cfg.form, text)
+    text = _LINE_ENDINGS.sub("\n", text)
+    text = "".join(
+        ch
+        for ch in text
+        if ch in _KEEP_CONTROLS or (ch != "\ufeff" and unicodedata.category(ch) != "Cc")
+    )
+    if cfg.collapse_spaces:
+        text = _SPACE_RUN.sub(" ", text)
+    text = _TRAILING.sub("", text)
+    return text.strip()
+
+
+class Normalize:
+    """Step `normalize`: rewrites the text column; adds `normalize_changed`; drops empty rows
+    with `normalize:empty`."""
+
+    name: ClassVar[str] = "normalize"
+    stateful: ClassVar[bool] = False
+
+    def __init__(self, cfg: NormalizeConfig | None = None) -> None:
+        self.cfg = cfg or NormalizeConfig()
+
+    def __call__(self, batch: Batch) -> Batch:
+        column = self.cfg.text_column
+        before = [str(t) for t in batch[column]]
+        after = [normalize_text(t, self.cfg) for t in before]
+        out = {
+            **batch,
+            column: np.asarray(after, dtype=object),
+            "normalize_changed": np.asarray(
+                [a != b for a, b in zip(after, before, strict=True)], dtype=bool
+            ),
+        }
+        return drop(out, [EMPTY if not t else "" for t in after])

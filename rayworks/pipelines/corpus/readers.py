@@ -1,0 +1,403 @@
+"""Ray Data readers for the corpus pipeline that never fail a block for one bad row.
+
+Formats: jsonl / jsonl.gz, parquet, plain-text and HTML folders (one document per file)
+and source-code trees (one document per source file). Each reader returns ONE dataset in
+the `schema.READ_FIELDS` layout: good rows with `reject_reason == ""` and rejected rows
+with the reason and the raw input; `split_rejects` projects it into (good, rejects).
+
+Why one dataset with a `reject_reason` column rather than a (good, rejects) pair: Ray
+Data is lazy, so two datasets derived from one read would execute the read twice (or force
+a `materialize()` of the whole input). A single stream is read once, and the runner routes
+rows when it writes, exactly as it routes the steps' `drop_reason` (`step.py`).
+
+Why bytes and per-row parsing: `read_json` fails the whole read on one malformed line, and
+`read_text` decodes a whole file at once, so one invalid UTF-8 byte fails the file
+(`shared/NOTES.md`, Ray Data). We read raw bytes and decode and parse each line ourselves.
+We also turn off Ray's decompression-by-extension (it does gunzip `.gz` in 2.60): a
+truncated `.gz` would then fail the read task; here it becomes a `gzip:invalid` reject.
+
+Paths are resolved on the driver before Ray is touched: a path or glob that matches no
+file raises `RayworksError` naming it at once (NeMo Curator #1387: a wrong path made a Ray
+Data pipeline spin forever).
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+from ray.data.datasource import FileBasedDatasource
+
+from rayworks.errors import RayworksError
+from rayworks.pipelines.corpus.licenses import OPEN_STATUSES, LicenseEvidence
+from rayworks.pipelines.corpus.schema import (
+    REJECT_FIELDS,
+    ROW_FIELDS,
+    evidence_from_field,
+    good_row,
+    make_row,
+    normalize_collection,
+    reject_row,
+    to_table,
+)
+
+JSON_INVALID = "json:invalid"
+JSON_NOT_OBJECT = "json:not_object"
+JSON_BLANK = "json:blank_line"
+UTF8_INVALID = "utf8:invalid"
+GZIP_INVALID = "gzip:invalid"
+MISSING_TEXT = "field:missing_text"
+TEXT_NOT_STRING = "field:text_not_string"
+MISSING_COLLECTION = "field:missing_collection"
+INVALID_COLLECTION = "field:invalid_collection"
+OVERSIZE = "size:oversize"
+
+STATUSES = (*OPEN_STATUSES, "copyleft", "proprietary", "unknown")
+TEXT_EXTENSIONS = (".txt", ".md", ".rst", ".html", ".htm")
+CODE_LANGUAGES = {
+    ".py": "python", ".pyi": "python", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+    ".hpp": "cpp", ".cxx": "cpp", ".rs": "rust", ".go": "go", ".java": "java",
+    ".js": "javascript", ".mjs": "javascript", ".ts": "typescript", ".rb": "ruby",
+    ".sh": "shell", ".bash": "shell", ".pl": "perl", ".pm": "perl", ".lua": "lua",
+    ".r": "r", ".jl": "julia", ".scala": "scala", ".kt": "kotlin", ".swift": "swift",
+    ".php": "php", ".cs": "csharp", ".sql": "sql", ".f90": "fortran", ".hs": "haskell",
+    ".cmake": "cmake", ".pyx": "cython",
+}  # fmt: skip
+"""File extension (lower-case) -> language of the code collection."""
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """What a reader fills in when the input does not say it itself.
+
+    text_field: the column holding the document text (Common Corpus: "text").
+    collection: default collection for rows without one; None = rows must carry it.
+    source: default `source`; None = the input file's name.
+    license: license name or SPDX expression declared for the whole input (e.g. by the
+        dataset's card); None = rows without a `license` field get status "unknown".
+    max_bytes: rows or files larger than this (UTF-8 bytes) are rejected `size:oversize`;
+        Ray Data advises rows under 10 MB (`corpus.md` 3.3), documents are far smaller.
+    raw_chars: how much of a rejected input is kept in `raw`.
+    batch_files: files per `map_batches` call (jsonl: 1, so one big file is one task).
+    """
+
+    text_field: str = "text"
+    collection: str | None = None
+    source: str | None = None
+    license: str | None = None
+    max_bytes: int = 1_000_000
+    raw_chars: int = 2000
+    batch_files: int = 64
+
+    def __post_init__(self) -> None:
+        if self.collection is not None:
+            normalize_collection(self.collection)  # ValueError names the bad value
+        if self.max_bytes <= 0 or self.raw_chars <= 0 or self.batch_files <= 0:
+            raise ValueError(f"max_bytes, raw_chars and batch_files must be > 0: {self}")
+
+
+# --- resolving inputs on the driver ------------------------------------------------------
+
+
+def _is_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
+def resolve_inputs(paths: str | Sequence[str], suffixes: Sequence[str] | None) -> list[str]:
+    """Every file matching `paths` (files, folders walked recursively, globs) whose name
+    ends with one of `suffixes` (case-insensitive; None = any), sorted for determinism.
+
+    Raises RayworksError naming the first path that matches no such file.
+    """
+    wanted = tuple(s.lower() for s in suffixes) if suffixes else None
+    found: list[str] = []
+    for path in [paths] if isinstance(paths, str) else list(paths):
+        hits = sorted(glob.glob(path, recursive=True)) if _is_glob(path) else [path]
+        files: list[str] = []
+        for hit in hits:
+            if os.path.isdir(hit):
+                for root, dirs, names in os.walk(hit):
+                    dirs.sort()
+                    files += [os.path.join(root, n) for n in sorted(names)]
+            elif os.path.isfile(hit):
+                files.append(hit)
+        files = [f for f in files if wanted is None or f.lower().endswith(wanted)]
+        if not files:
+            kinds = f" ending in {', '.join(wanted)}" if wanted else ""
+            raise RayworksError(
+                f"corpus input {path!r} matches no file{kinds} "
+                f"({'no such file or folder' if not hits else 'only other files'})."
+            )
+        found += [os.path.abspath(f) for f in files]
+    return list(dict.fromkeys(found))
+
+
+class _RawFiles(FileBasedDatasource):
+    """One row per file: its undecoded, undecompressed bytes (`bytes`) and `path`."""
+
+    def resolve_compression(self, path: str, open_args: dict[str, Any]) -> str | None:
+        return None  # decompression is per file, in the UDF, so a bad .gz is a reject
+
+    def _read_stream(self, f: pa.NativeFile, path: str) -> Iterator[pa.Table]:
+        yield pa.table({"bytes": pa.array([f.readall()], type=pa.binary())})
+
+    def _rows_per_file(self) -> int:
+        return 1
+
+
+def _read_raw(files: list[str]) -> ray.data.Dataset:
+    return ray.data.read_datasource(_RawFiles(files, include_paths=True))
+
+
+def _per_file(fn: Callable[[str, bytes], list[dict]]) -> Callable[[dict], pa.Table]:
+    """A batch UDF applying `fn(path, data) -> rows` to every file of the batch."""
+
+    def udf(batch: dict[str, np.ndarray]) -> pa.Table:
+        rows: list[dict] = []
+        for path, data in zip(batch["path"], batch["bytes"], strict=True):
+            rows += fn(str(path), bytes(data))
+        return to_table(rows)
+
+    return udf
+
+
+# --- per-file parsing (pure: tested without Ray) -----------------------------------------
+
+
+def _gunzip(path: str, data: bytes) -> bytes:
+    return gzip.decompress(data) if path.lower().endswith(".gz") else data
+
+
+def _license_of(record: dict, path: str, cfg: ReaderConfig):
+    """Row-level license first (Common Corpus rows carry one), then the reader's default."""
+    if isinstance(record.get("license"), str) and record["license"].strip():
+        return evidence_from_field(record["license"].strip(), path, "row field license")
+    if cfg.license:
+        return evidence_from_field(cfg.license, path, "reader config license")
+    return None
+
+
+def record_row(record: dict, path: str, line: int | None, cfg: ReaderConfig) -> dict:
+    """A parsed record (jsonl object, parquet row) -> a good or rejected reader row."""
+    raw = lambda: json.dumps(record, ensure_ascii=False, default=str)  # noqa: E731
+    text = record.get(cfg.text_field)
+    if text is None:
+        return reject_row(path, line, MISSING_TEXT, raw(), cfg.raw_chars)
+    if not isinstance(text, str):
+        return reject_row(path, line, TEXT_NOT_STRING, raw(), cfg.raw_chars)
+    if len(text.encode("utf-8", "surrogatepass")) > cfg.max_bytes:
+        return reject_row(path, line, OVERSIZE, text, cfg.raw_chars)
+    collection = record.get("collection") or cfg.collection
+    if not collection:
+        return reject_row(path, line, MISSING_COLLECTION, raw(), cfg.raw_chars)
+    try:
+        collection = normalize_collection(collection)
+    except ValueError:
+        return reject_row(path, line, INVALID_COLLECTION, raw(), cfg.raw_chars)
+    source = str(record.get("source") or cfg.source or os.path.basename(path))
+    if record.get("license_status") in STATUSES and record.get("license_evidence"):
+        # a row already built by `make_row` (e.g. by `sources.build_corpus`): keep its
+        # provenance (file, line, evidence) as written, not re-derived from less
+        ev = LicenseEvidence(record.get("license"), record["license_status"],
+                             record["license_evidence"], record.get("license_source") or path,
+                             record.get("license_confidence") or "high")  # fmt: skip
+        meta = json.loads(record["meta"]) if isinstance(record.get("meta"), str) else None
+        row = make_row(text, collection=collection, source=source,
+                       source_path=record.get("source_path") or path, evidence=ev,
+                       line=record.get("line") if record.get("source_path") else line,
+                       code_language=record.get("code_language"), meta=meta)  # fmt: skip
+        row["lang"] = record.get("lang")
+        return good_row(row)
+    known = {cfg.text_field, "collection", "source", "license"}
+    extra = json.loads(json.dumps({k: v for k, v in record.items() if k not in known}, default=str))
+    row = make_row(text, collection=collection, source=source, source_path=path,
+                   evidence=_license_of(record, path, cfg), line=line, meta=extra or None)  # fmt: skip
+    return good_row(row)
+
+
+def jsonl_rows(path: str, data: bytes, cfg: ReaderConfig) -> list[dict]:
+    """Rows of one jsonl(.gz) file, one per line (a trailing newline adds no line):
+    lines in = good + rejected, always."""
+    try:
+        data = _gunzip(path, data)
+    except (OSError, EOFError, zlib.error) as err:
+        return [reject_row(path, None, GZIP_INVALID, f"{type(err).__name__}: {err}")]
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    rows = []
+    for number, raw in enumerate(lines, start=1):
+        raw = raw.rstrip(b"\r")
+        if len(raw) > cfg.max_bytes:
+            rows.append(reject_row(path, number, OVERSIZE, raw, cfg.raw_chars))
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            rows.append(reject_row(path, number, UTF8_INVALID, raw, cfg.raw_chars))
+            continue
+        if not line.strip():
+            rows.append(reject_row(path, number, JSON_BLANK, line, cfg.raw_chars))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            rows.append(reject_row(path, number, JSON_INVALID, line, cfg.raw_chars))
+            continue
+        if not isinstance(record, dict):
+            rows.append(reject_row(path, number, JSON_NOT_OBJECT, line, cfg.raw_chars))
+            continue
+        rows.append(record_row(record, path, number, cfg))
+    return rows
+
+
+class _HTMLText(HTMLParser):
+    """Visible text of an HTML page: script/style/template content removed, a newline at
+    each block element so paragraphs stay apart for the line-based quality heuristics."""
+
+    SKIP = {"script", "style", "noscript", "template", "head"}
+    BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre",
+             "section", "article", "blockquote", "dt", "dd", "table", "ul", "ol", "title"}  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in self.SKIP:
+            self.skipping += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIP:
+            self.skipping = max(0, self.skipping - 1)
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipping:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """HTML -> its visible text, blank runs collapsed to single blank lines."""
+    parser = _HTMLText()
+    parser.feed(html)
+    parser.close()
+    lines = [" ".join(line.split()) for line in "".join(parser.parts).splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).strip()
+
+
+def file_row(path: str, data: bytes, cfg: ReaderConfig, code_language: str | None = None) -> dict:
+    """One document per file (text, HTML, source code), decompressing `.gz` first."""
+    try:
+        data = _gunzip(path, data)
+    except (OSError, EOFError, zlib.error) as err:
+        return reject_row(path, None, GZIP_INVALID, f"{type(err).__name__}: {err}")
+    if len(data) > cfg.max_bytes:
+        return reject_row(path, None, OVERSIZE, data, cfg.raw_chars)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return reject_row(path, None, UTF8_INVALID, data, cfg.raw_chars)
+    name = path.lower().removesuffix(".gz")
+    if name.endswith((".html", ".htm")):
+        text = html_to_text(text)
+    if not text.strip():
+        return reject_row(path, None, MISSING_TEXT, data, cfg.raw_chars)
+    collection = "code" if code_language else cfg.collection
+    if not collection:
+        return reject_row(path, None, MISSING_COLLECTION, "", cfg.raw_chars)
+    ev = evidence_from_field(cfg.license, path, "reader config license") if cfg.license else None
+    source = cfg.source or os.path.basename(os.path.dirname(path))
+    return good_row(make_row(text, collection=collection, source=source, source_path=path,
+                             evidence=ev, code_language=code_language))  # fmt: skip
+
+
+def code_language_of(path: str) -> str | None:
+    """Programming language from the file extension (`CODE_LANGUAGES`), or None."""
+    return CODE_LANGUAGES.get(os.path.splitext(path.lower())[1])
+
+
+# --- the readers ---------------------------------------------------------------------------
+
+
+def read_jsonl(paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()) -> ray.data.Dataset:
+    """jsonl and jsonl.gz files (also .json/.ndjson lines) -> rows in `READ_FIELDS`."""
+    files = resolve_inputs(paths, [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json",
+                                   ".json.gz"])  # fmt: skip
+    fn = _per_file(lambda p, d: jsonl_rows(p, d, cfg))
+    return _read_raw(files).map_batches(fn, batch_size=1, batch_format="numpy")
+
+
+def read_text_folder(
+    paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()
+) -> ray.data.Dataset:
+    """Plain-text and HTML files (and their .gz), one document per file."""
+    suffixes = [*TEXT_EXTENSIONS, *(s + ".gz" for s in TEXT_EXTENSIONS)]
+    files = resolve_inputs(paths, suffixes)
+    fn = _per_file(lambda p, d: [file_row(p, d, cfg)])
+    return _read_raw(files).map_batches(fn, batch_size=cfg.batch_files, batch_format="numpy")
+
+
+def read_code_tree(
+    paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()
+) -> ray.data.Dataset:
+    """Source files of known languages (`CODE_LANGUAGES`), one document per file,
+    collection "code", `code_language` from the extension."""
+    files = resolve_inputs(paths, list(CODE_LANGUAGES))
+    fn = _per_file(lambda p, d: [file_row(p, d, cfg, code_language_of(p))])
+    return _read_raw(files).map_batches(fn, batch_size=cfg.batch_files, batch_format="numpy")
+
+
+def read_parquet_docs(
+    paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()
+) -> ray.data.Dataset:
+    """Parquet files (Common Corpus ships 10,000 of them) -> rows in `READ_FIELDS`.
+    Rows whose text column is missing or null are rejected `field:missing_text`."""
+    files = resolve_inputs(paths, [".parquet"])
+
+    def udf(batch: pa.Table) -> pa.Table:
+        records = batch.to_pylist()
+        return to_table([record_row(r, str(r.pop("path")), None, cfg) for r in records])
+
+    return ray.data.read_parquet(files, include_paths=True).map_batches(udf, batch_format="pyarrow")
+
+
+def split_rejects(ds: ray.data.Dataset) -> tuple[ray.data.Dataset, ray.data.Dataset]:
+    """(good rows in `ROW_FIELDS`, rejects in `REJECT_FIELDS`). Each is lazy and re-runs
+    the read when executed: the runner should route rows in one pass where it can."""
+
+    def good(t: pa.Table) -> pa.Table:
+        return t.filter(pc.equal(t["reject_reason"], "")).select(list(ROW_FIELDS))
+
+    def bad(t: pa.Table) -> pa.Table:
+        t = t.filter(pc.not_equal(t["reject_reason"], ""))
+        cols = [t["source_path"], t["line"], t["reject_reason"], t["reject_raw"]]
+        return pa.table(dict(zip(REJECT_FIELDS, cols, strict=True)))
+
+    return (ds.map_batches(good, batch_format="pyarrow"),
+            ds.map_batches(bad, batch_format="pyarrow"))  # fmt: skip
+
+
+__all__ = [
+    "ReaderConfig", "read_code_tree", "read_jsonl", "read_parquet_docs",
+    "read_text_folder", "resolve_inputs", "split_rejects",
+]  # fmt: skip

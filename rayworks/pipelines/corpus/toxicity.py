@@ -1,0 +1,114 @@
+"""Toxicity scores from offline word lists shipped in this package.
+
+Common Corpus scores toxicity with Celadon (a 141M DeBERTa with five heads,
+`shared/methods/corpus.md` 1.3), which needs a download and `trust_remote_code`; no offline
+multilingual toxicity model is known (4.4). So, like C4's "bad words" page rule and dolma's
+`naughty_words_en.txt`, we count matches of short word lists, but as a *score* (Common
+Corpus 1.4.3: keep toxicity as columns, filter in a later mix step), not a boolean drop.
+
+Word lists: `wordlists/<lang>.txt` next to this module, one entry per line (a word or a
+short phrase; `#` starts a comment), written for rayworks and short on purpose: clearly
+offensive obscenities and slurs only, no words with a common innocent meaning in another
+covered language (e.g. no French "bite", no English "retard"). Languages covered: English
+(en), French (fr), German (de), Spanish (es). Coverage of inflections is partial; this is a
+coarse signal, not a classifier.
+
+Matching is whole-word (Unicode `\\b` boundaries), case-insensitive. The list is chosen by
+the row's `lang` column (from the `language` step); rows of a language without a list, or
+batches without a `lang` column, are matched against all lists together.
+
+Columns: `toxicity_hits` (matches), `toxicity_score` (matches per 1000 whitespace words).
+Reason `toxicity:words` when `max_score` is set and the score exceeds it (off by default;
+`max_score=0.0` reproduces C4's "drop any page with a listed word").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import ClassVar
+
+import numpy as np
+
+from rayworks.pipelines.corpus.step import Batch, alive, drop
+
+WORDS = "toxicity:words"
+ALL = "*"
+
+
+def available_languages() -> tuple[str, ...]:
+    """Languages with a shipped word list, sorted."""
+    folder = resources.files("rayworks.pipelines.corpus") / "wordlists"
+    return tuple(sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".txt")))
+
+
+def load_wordlist(lang: str) -> list[str]:
+    """Entries of `wordlists/<lang>.txt` (lower-cased, comments and blanks skipped)."""
+    path = resources.files("rayworks.pipelines.corpus") / "wordlists" / f"{lang}.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [ln.strip().lower() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def compile_wordlist(words: list[str]) -> re.Pattern[str]:
+    """One alternation, longest entries first (so "fils de pute" wins over "pute"), with
+    inner spaces matching any whitespace run."""
+    alternatives = [
+        r"\s+".join(map(re.escape, w.split())) for w in sorted(set(words), key=len, reverse=True)
+    ]
+    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ToxicityConfig:
+    """text_column / lang_column: the text and its language (from the `language` step).
+    languages: word lists to load (None: every shipped list, see `available_languages`).
+    max_score: drop above this many hits per 1000 words (None: never; 0.0 is C4's rule).
+    """
+
+    text_column: str = "text"
+    lang_column: str = "lang"
+    languages: tuple[str, ...] | None = None
+    max_score: float | None = None
+
+
+class Toxicity:
+    """Step `toxicity` (stateful: compiled word lists): columns `toxicity_hits`,
+    `toxicity_score`; reason `toxicity:words`."""
+
+    name: ClassVar[str] = "toxicity"
+    stateful: ClassVar[bool] = True
+
+    def __init__(self, cfg: ToxicityConfig | None = None) -> None:
+        self.cfg = cfg or ToxicityConfig()
+        shipped = available_languages()
+        langs = self.cfg.languages or shipped
+        missing = sorted(set(langs) - set(shipped))
+        if missing:
+            raise ValueError(f"ToxicityConfig.languages: no word list for {missing} ({shipped})")
+        lists = {lang: load_wordlist(lang) for lang in langs}
+        self.patterns = {lang: compile_wordlist(words) for lang, words in lists.items()}
+        self.patterns[ALL] = compile_wordlist([w for words in lists.values() for w in words])
+
+    def score(self, text: str, lang: str | None) -> tuple[int, float]:
+        """(hits, hits per 1000 words) of `text` with the list of `lang` (or all lists)."""
+        pattern = self.patterns.get(lang or ALL, self.patterns[ALL])
+        hits = len(pattern.findall(text))
+        return hits, 1000.0 * hits / max(1, len(text.split()))
+
+    def __call__(self, batch: Batch) -> Batch:
+        c = self.cfg
+        texts = batch[c.text_column]
+        langs = batch.get(c.lang_column, [None] * len(texts))
+        scores = [self.score(str(t), lang) for t, lang in zip(texts, langs, strict=True)]
+        out = {
+            **batch,
+            "toxicity_hits": np.asarray([h for h, _ in scores], dtype=np.int64),
+            "toxicity_score": np.asarray([s for _, s in scores], dtype=np.float64),
+        }
+        limit = c.max_score
+        verdicts = [
+            WORDS if keep and limit is not None and s > limit else ""
+            for (_, s), keep in zip(scores, alive(batch), strict=True)
+        ]
+        return drop(out, verdicts)

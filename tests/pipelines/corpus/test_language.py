@@ -1,0 +1,53 @@
+"""LanguageId on hand-made en/fr/de/es/ja text: labels, confidence, reasons."""
+
+import pytest
+
+from rayworks.pipelines.corpus.language import (
+    LOW_CONFIDENCE,
+    NOT_ALLOWED,
+    LanguageId,
+    LanguageIdConfig,
+    identify,
+)
+from rayworks.pipelines.corpus.step import DROP, drop
+
+TEXTS = {
+    "en": "The library will stay open late on Thursdays during the winter months.",
+    "fr": "La bibliothèque restera ouverte tard le jeudi pendant les mois d'hiver.",
+    "de": "Die Bibliothek bleibt in den Wintermonaten donnerstags länger geöffnet.",
+    "es": "La biblioteca permanecerá abierta hasta tarde los jueves durante el invierno.",
+    "ja": "図書館は冬の間、木曜日の夜遅くまで開いています。",
+}
+
+
+def test_labels_and_confidence_in_unit_interval() -> None:
+    out = LanguageId()({"text": list(TEXTS.values())})
+    assert list(out["lang"]) == list(TEXTS)
+    assert all(0.9 < c <= 1.0 for c in out["lang_confidence"])
+    assert list(out[DROP]) == [""] * 5
+
+
+def test_short_and_empty_text_still_labelled() -> None:
+    lang, confidence = identify("ok")
+    assert isinstance(lang, str) and lang and 0.0 <= confidence < 0.5  # unreliable, low
+    assert identify("  ... ") == ("und", 0.0)
+
+
+def test_allowed_and_min_confidence_reasons() -> None:
+    texts = [TEXTS["fr"], TEXTS["ja"], "ok", TEXTS["de"]]
+    batch = drop({"text": texts}, ["", "", "", "earlier:rule"])
+    step = LanguageId(LanguageIdConfig(allowed=("fr", "en"), min_confidence=0.5))
+    out = step(batch)
+    assert list(out[DROP]) == ["", NOT_ALLOWED, LOW_CONFIDENCE, "earlier:rule"]
+    assert (NOT_ALLOWED, LOW_CONFIDENCE) == ("language:not_allowed", "language:low_confidence")
+    assert out["lang"][3] == "de"  # dropped rows are still labelled
+    # moving the thresholds changes the verdicts
+    loose = LanguageId(LanguageIdConfig(allowed=("fr", "ja")))(batch)
+    assert list(loose[DROP]) == ["", "", NOT_ALLOWED, "earlier:rule"]
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="min_confidence"):
+        LanguageIdConfig(min_confidence=1.5)
+    with pytest.raises(ValueError, match="unknown to py3langid"):
+        LanguageIdConfig(allowed=("english",))
