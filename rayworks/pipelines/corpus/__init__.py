@@ -13,7 +13,13 @@
   - `readers` (jsonl(.gz), parquet, text/HTML folders and code trees; per-row rejects);
   - `sources` (a real corpus from installed Python packages and Debian docs).
 
-Not built yet: the runner (Ray Data wiring, quarantine, attrition counters, writers,
-resume), distributed dedup, tokenization, the datasheet and the `corpus` pipeline
-registration. Nothing is registered, so `rayworks list` does not show a corpus pipeline.
+- The runner (first slice): `config` (`CorpusConfig`, preset `smoke`), `runner` (Ray Data
+  wiring, license gate, exact dedup on `id`, output / quarantine / rejects parquet,
+  reconciled counters, `attrition.json`, `datasheet.md`) and `pipeline`, which registers
+  `rayworks run corpus`.
+
+Not built yet: distributed near-duplicate dedup, tokenizer training, the HTML datasheet,
+the DataTrove bench and resume.
 """
+
+from rayworks.pipelines.corpus import pipeline as pipeline

@@ -1,0 +1,87 @@
+"""Config of the `corpus` pipeline: inputs, the local corpus caps and the step thresholds.
+
+The steps keep their own frozen dataclass configs with the papers' defaults (`quality.py`,
+`language.py`, ...); this pydantic config exposes the few thresholds a run usually changes
+and `step_configs` maps them onto those dataclasses, so a bad value is a `ConfigError`
+naming the key before any Ray work, and the papers' defaults stay defined in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from rayworks.pipelines.corpus.schema import normalize_collection
+from rayworks.platform.config import Config, PipelineConfig
+
+
+class LocalCorpusConfig(Config):
+    """The real local corpus built when `inputs` is empty (`sources.build_corpus`):
+    installed Python packages (collection code) and Debian docs (collection web)."""
+
+    python: bool = Field(True, description="read the venv's installed Python distributions")
+    debian_doc: str | None = Field(
+        "/usr/share/doc", description="Debian documentation root; null skips Debian docs"
+    )
+    max_packages: int | None = Field(200, ge=1, description="packages per source")
+    max_docs: int | None = Field(5000, ge=1, description="documents per source")
+    max_docs_per_package: int | None = Field(25, ge=1, description="documents per package")
+    max_bytes: int = Field(
+        1_000_000, ge=1, description="larger files are skipped (counted in manifest.json)"
+    )
+
+
+class CorpusConfig(PipelineConfig):
+    """Curate a corpus: read, normalize, license gate, language, quality, toxicity, PII,
+    exact dedup; write kept rows, quarantined rows and reader rejects as parquet."""
+
+    presets = {
+        "smoke": {
+            "sources": {"max_packages": 15, "max_docs": 100, "max_docs_per_package": 8,
+                        "max_bytes": 16_000},
+            "actor_pool_size": 1,
+            "actor_cpus": 0.25,
+            "batch_size": 64,
+        },
+    }  # fmt: skip
+
+    inputs: list[str] = Field(
+        default_factory=list,
+        description="files, folders or globs to read; empty = build the local corpus first",
+    )
+    input_format: Literal["jsonl", "parquet", "text", "code"] = Field(
+        "jsonl", description="reader of `inputs` (the local corpus is always jsonl)"
+    )
+    text_field: str = Field("text", description="column holding the document text")
+    collection: str | None = Field(
+        None, description="collection of rows that carry none (text inputs need one)"
+    )
+    license: str | None = Field(
+        None, description="license declared for the whole input (rows' own field wins)"
+    )
+    sources: LocalCorpusConfig = Field(default_factory=LocalCorpusConfig)
+    open_only: bool = Field(
+        True, description="only public-domain / permissive rows reach the open output"
+    )
+    language_min_confidence: float = Field(
+        0.0, ge=0, le=1, description="drop below this py3langid probability (0 = never)"
+    )
+    languages: list[str] | None = Field(None, description="ISO 639-1 codes kept; null = all")
+    gopher_min_words: int = Field(50, ge=0, description="Gopher min words (Rae et al.: 50)")
+    repetition: bool = Field(True, description="apply the Gopher repetition filter")
+    c4: bool = Field(True, description="apply the C4 line and page rules (Raffel et al.)")
+    ocr_min_consistency: float | None = Field(
+        None, ge=0, le=1, description="drop below this OCR consistency (null = score only)"
+    )
+    toxicity_max_score: float | None = Field(
+        None, ge=0, description="drop above this many hits per 1000 words (null = score only)"
+    )
+    actor_pool_size: int = Field(2, ge=1, description="actors per stateful step")
+    actor_cpus: float = Field(1.0, gt=0, le=64, description="CPUs reserved by each actor")
+    batch_size: int = Field(256, ge=1, description="rows per map_batches call")
+
+    @field_validator("collection")
+    @classmethod
+    def _collection(cls, value: str | None) -> str | None:
+        return None if value is None else normalize_collection(value)
