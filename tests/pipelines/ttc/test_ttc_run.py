@@ -10,6 +10,7 @@ import pytest
 from rayworks.errors import ConfigError
 from rayworks.pipelines.ttc.config import TTCConfig
 from rayworks.pipelines.ttc.pipeline import run_ttc
+from rayworks.pipelines.ttc.sampler import cached_pool
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
@@ -41,19 +42,24 @@ def test_config_errors_name_the_key() -> None:
 
 
 def test_sampler_level_through_cli(cli, cli_env) -> None:
-    """SFT'd base (smoke), a response pool drawn by Ray tasks once, replayed by every rule."""
-    for rule in ("entropy", "uniform"):
-        cli(["run", "ttc", "--preset", "smoke", "--no-progress", "--set", "level=sampler",
-             "--set", f"allocator.rule={rule}"])  # fmt: skip
+    """SFT'd base (smoke), a response pool drawn by Ray tasks once, then replayed."""
+    cli(["run", "ttc", "--preset", "smoke", "--no-progress", "--set", "level=sampler",
+         "--set", "allocator.rule=entropy"])  # fmt: skip
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [pool] = list((runs / "cache" / "ttc_pool").glob("*/pool.json"))  # drawn once, shared
+    [pool] = list((runs / "cache" / "ttc_pool").glob("*/pool.json"))
     data = json.loads(pool.read_text())
     assert len(data["prompts"]) == 6 and all(len(row) == 8 for row in data["pool"])
-    summaries = [json.loads(p.read_text()) for p in sorted(runs.glob("ttc/*/summary.json"))]
-    assert len(summaries) == 2 and all(s["status"] == "completed" for s in summaries)
-    for s in summaries:
-        assert s["spent"] <= 4 * 6 and 0 <= s["coverage"] <= 1
-        assert s["share_easy"] + s["share_hard"] + s["share_unsolvable"] == pytest.approx(1)
-    [queries] = list(runs.glob("ttc/*/artifacts/queries.jsonl"))[:1]
+    [summary] = [json.loads(p.read_text()) for p in runs.glob("ttc/*/summary.json")]
+    assert summary["status"] == "completed"
+    assert summary["spent"] <= 4 * 6 and 0 <= summary["coverage"] <= 1
+    total = summary["share_easy"] + summary["share_hard"] + summary["share_unsolvable"]
+    assert total == pytest.approx(1)
+    [queries] = list(runs.glob("ttc/*/artifacts/queries.jsonl"))
     first = json.loads(queries.read_text().splitlines()[0])
     assert set(first) == {"prompt", "answer", "pass_rate", "answers"} and len(first["answers"]) == 4
+    # a second run of any rule replays the cached pool: same queries, nothing redrawn
+    cfg = build_config(TTCConfig, "smoke", (), ["level=sampler"])
+    mtime = pool.stat().st_mtime_ns
+    items, again = cached_pool(cfg.sampler, runs / "cache", cfg.seed)
+    assert again == data["pool"] and [e.prompt for e in items] == data["prompts"]
+    assert pool.stat().st_mtime_ns == mtime
