@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from rayworks.data.tasks.base import answer_after
 from rayworks.errors import RayworksError
 from rayworks.platform.plugins import import_callable
 
@@ -98,11 +99,7 @@ def get_collapse(name: str, task: object | None = None) -> Collapse:
 def extract_answer(completion: str, marker: str = "A:") -> str | None:
     """The answer part of a completion: its first line after the last `marker` (None when the
     marker is missing); with `marker=""` the whole completion."""
-    if not marker:
-        return completion
-    if marker not in completion:
-        return None
-    return completion.rsplit(marker, 1)[1].strip().split("\n", 1)[0]
+    return answer_after(completion, marker) if marker else completion
 
 
 # --- B-confidence -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import re
 
-from rayworks.data.tasks.base import Example, Split, draw_examples, register_task
+from rayworks.data.tasks.base import Example, Split, answer_after, draw_examples, register_task
 
 COLOURS = {"r": "red", "g": "green", "b": "blue", "y": "yellow"}
 TEMPLATES = ("{c}", "a {c} ball", "{c}.")  # surface forms of one semantic answer
@@ -47,9 +47,7 @@ def answer_class(text: str | None) -> str | None:
 
 def final_answer(completion: str) -> str | None:
     """The text after the last "A:" (its first line), or None without a marker."""
-    if ANSWER_MARKER not in completion:
-        return None
-    return completion.rsplit(ANSWER_MARKER, 1)[1].strip().split("\n", 1)[0]
+    return answer_after(completion, ANSWER_MARKER)
 
 
 @register_task("bag_draw")

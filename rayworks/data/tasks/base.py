@@ -47,6 +47,14 @@ class Example:
         return self.prompt + self.completion
 
 
+def answer_after(completion: str, marker: str = "A:") -> str | None:
+    """The answer part of a completion: its first line after the last `marker`, stripped;
+    None when the marker is missing."""
+    if marker not in completion:
+        return None
+    return completion.rsplit(marker, 1)[1].strip().split("\n", 1)[0]
+
+
 def draw_examples(
     make: Callable[[random.Random], Example], n: int, split: Split, seed: int
 ) -> list[Example]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rayworks.data.tasks import ArithmeticTask, Example, get_task
+from rayworks.data.tasks.base import answer_after
 from rayworks.errors import RayworksError
 from rayworks.models import resolve_model_dir
 from rayworks.pipelines.rl.base import build_base, digest, locked_build, sft_config
@@ -107,9 +108,9 @@ def cached_pool(cfg: SamplerConfig, cache_root: Path, seed: int) -> tuple[list[E
 
 
 def final_answer(text: str) -> str | None:
-    """The text after the last "A:" (every task's answer marker); None when absent."""
-    _, marker, tail = text.rpartition("A:")
-    return tail.strip() or None if marker else None
+    """The answer after the last "A:" (every task's answer marker); None when absent or
+    empty."""
+    return answer_after(text) or None
 
 
 def to_draws(task_items: list[Example], pool: list, task_name: str) -> list[list[Draw]]:
