@@ -22,4 +22,5 @@ Not built yet: distributed near-duplicate dedup, tokenizer training, the HTML da
 the DataTrove bench and resume.
 """
 
+from rayworks.pipelines.corpus import datatrove_peer as datatrove_peer
 from rayworks.pipelines.corpus import pipeline as pipeline

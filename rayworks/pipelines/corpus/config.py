@@ -34,15 +34,15 @@ class LocalCorpusConfig(Config):
 
 class CorpusConfig(PipelineConfig):
     """Curate a corpus: read, normalize, license gate, language, quality, toxicity, PII,
-    exact dedup; write kept rows, quarantined rows and reader rejects as parquet."""
+    exact and near-duplicate dedup, tokenizer; write kept rows, quarantined rows and reader
+    rejects as parquet, and a datasheet."""
 
     presets = {
         "smoke": {
             "sources": {"max_packages": 15, "max_docs": 100, "max_docs_per_package": 8,
                         "max_bytes": 16_000},
-            "actor_pool_size": 1,
-            "actor_cpus": 0.25,
             "batch_size": 64,
+            "tokenizer_vocab_size": 1000,
         },
     }  # fmt: skip
 
@@ -77,9 +77,23 @@ class CorpusConfig(PipelineConfig):
     toxicity_max_score: float | None = Field(
         None, ge=0, description="drop above this many hits per 1000 words (null = score only)"
     )
-    actor_pool_size: int = Field(2, ge=1, description="actors per stateful step")
-    actor_cpus: float = Field(1.0, gt=0, le=64, description="CPUs reserved by each actor")
+    near_dedup: bool = Field(True, description="MinHash-LSH near-duplicate dedup")
+    minhash_ngram: int = Field(5, ge=1, description="words per shingle (datatrove: 5)")
+    minhash_bands: int = Field(14, ge=1, description="LSH bands (datatrove: 14)")
+    minhash_rows: int = Field(8, ge=1, description="hashes per band (datatrove: 8)")
+    tokenizer_vocab_size: int = Field(8192, ge=300, description="BPE vocabulary trained")
+    tokenizer_sample_docs: int = Field(
+        50_000, ge=1, description="kept documents the tokenizer is trained on (the first, by id)"
+    )
+    cpus: int = Field(2, ge=1, description="CPUs the pipeline's Ray Data stages may use")
+    unit_bytes: int = Field(
+        128 * 2**20, ge=1, description="input bytes per resumable unit (whole files)"
+    )
     batch_size: int = Field(256, ge=1, description="rows per map_batches call")
+
+    def ray_resources(self) -> dict[str, float]:
+        """What a bench arm holds: all its CPUs, so throughput arms never share a core."""
+        return {"CPU": float(self.cpus)}
 
     @field_validator("collection")
     @classmethod

@@ -1,10 +1,12 @@
-"""`rayworks run corpus`: Common Corpus curation on Ray Data (issue 6, first slice).
+"""`rayworks run corpus`: Common Corpus curation on Ray Data (issue 6).
 
 Kind `job`: the function runs in the driver (`launch.run` calls it in-process), which is
-where a Ray Data pipeline must be planned; its tasks and actor pools reserve their own
-CPUs. As a `task` it would hold one CPU for the whole run while its own Ray Data work
-competes for the rest (DESIGN.md: `job` is for Ray Data pipelines).
-No baseline yet: the DataTrove comparison is a later bench.
+where a Ray Data pipeline must be planned; its stages reserve their own CPUs, at most
+`cpus` (`CorpusConfig.ray_resources` makes a bench run its arms one after another, so a
+throughput arm never shares a core with another arm).
+
+`rayworks bench corpus`: docs/s against DataTrove running the equivalent steps on the same
+files (`corpus_datatrove`), and the ablation `cpus1` (one CPU) for the 1 -> 2 CPU scaling.
 """
 
 from __future__ import annotations
@@ -18,9 +20,18 @@ if TYPE_CHECKING:  # not at run time: it imports torch, which Ray Data workers n
     from rayworks.platform.context import RunContext
 
 
-@pipeline("corpus", config=CorpusConfig, kind="job", headline=("kept_share", "max"))
+@pipeline(
+    "corpus",
+    config=CorpusConfig,
+    kind="job",
+    baseline="corpus_datatrove",
+    headline=("docs_per_s", "max"),
+    report=("mb_per_s", "kept_share"),
+    ablations={"cpus1": ("cpus=1",)},
+)
 def run(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
-    """Curate a corpus: license gate, quality, toxicity, PII, exact dedup; parquet out."""
+    """Curate a corpus: license gate, quality, toxicity, PII, exact and near dedup,
+    tokenizer; parquet out, datasheet, reconciled counts; resumable by units."""
     from rayworks.pipelines.corpus.runner import run_corpus  # Ray Data: only when run
 
     return run_corpus(cfg, ctx)

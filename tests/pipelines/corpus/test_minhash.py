@@ -1,16 +1,20 @@
-"""MinHash-LSH: exact modular arithmetic, estimates vs exact Jaccard, banding, clustering."""
+"""MinHash-LSH: batch signatures vs the per-text path, estimates vs exact Jaccard, banding,
+clustering."""
 
 import math
 import random
+import re
+import unicodedata
 
 import numpy as np
 import pytest
 
+from rayworks.pipelines.corpus import minhash
 from rayworks.pipelines.corpus.minhash import (
     EMPTY,
-    MERSENNE_61,
     MinHashConfig,
-    _mulmod61,
+    _word_hashes,
+    band_hashes,
     band_keys,
     candidate_pairs,
     clusters,
@@ -18,6 +22,7 @@ from rayworks.pipelines.corpus.minhash import (
     content_id,
     estimate_jaccard,
     exact_jaccard,
+    is_empty,
     lsh_threshold,
     representatives,
     shingle_hashes,
@@ -34,12 +39,39 @@ BASE = (
 )
 
 
-def test_mulmod61_is_exact():
+def test_batch_signatures_equal_per_text_path(monkeypatch):
+    texts = [
+        BASE,
+        "zwei Wörter",
+        "",
+        " ... ",
+        "a b c d e",
+        "a b c d e f",
+        "x_1 ² ½ ﬁne",
+        "東京の天気 ok",
+    ]
+    sigs = signatures(texts, CFG)
+    for text, sig in zip(texts, sigs, strict=True):
+        one = signature_of_hashes(shingle_hashes(shingles(text, CFG.n_gram)), 112, CFG.seed)
+        assert np.array_equal(sig, one), text
+    assert signatures([], CFG).shape == (0, 112)
+    monkeypatch.setattr(minhash, "_CHUNK_CHARS", 40)  # texts signed in several runs
+    assert np.array_equal(signatures(texts, CFG), sigs)
+
+
+def test_word_split_matches_the_regex():
     rng = random.Random(0)
-    a = [rng.randrange(MERSENNE_61) for _ in range(500)] + [MERSENNE_61 - 1]
-    x = [rng.randrange(MERSENNE_61) for _ in range(500)] + [MERSENNE_61 - 1]
-    got = _mulmod61(np.array(a, dtype=np.uint64), np.array(x, dtype=np.uint64))
-    assert [int(g) for g in got] == [(u * v) % MERSENNE_61 for u, v in zip(a, x, strict=True)]
+    pool = "aZ_9 ,.-\t\nßéİ\u0131ΣςЖ日本語٣²½ﬁ\u200b\u00a0🙂\U0001d518\x00\udcff"
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 60))) for _ in range(200)]
+    hashes, text_of = _word_hashes(texts)
+    words = [
+        w for t in texts for w in re.findall(r"\w+", unicodedata.normalize("NFKC", t).casefold())
+    ]
+    assert len(hashes) == len(words) == len(text_of)
+    by_word: dict[str, int] = {}
+    for word, h in zip(words, hashes, strict=True):
+        assert by_word.setdefault(word, int(h)) == int(h)
+    assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
 
 
 def test_shingles_normalise_case_punctuation_whitespace():
@@ -79,6 +111,8 @@ def test_signatures_deterministic_shape_and_empty_rows():
     assert sigs.shape == (3, 112) and sigs.dtype == np.uint64
     assert np.array_equal(sigs[0], sigs[1])  # case-insensitive
     assert np.all(sigs[2] == EMPTY) and band_keys(sigs, 14, 8)[2] == []
+    assert list(is_empty(sigs)) == [False, False, True] and sigs[:2].max() < EMPTY
+    assert band_hashes(sigs, 14, 8).shape == (3, 14)
     assert np.array_equal(sigs, signatures([BASE, BASE.upper(), "!!!"], CFG))
     assert not np.array_equal(sigs[0], signatures([BASE], MinHashConfig(seed=2))[0])
 

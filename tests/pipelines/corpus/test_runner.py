@@ -16,6 +16,7 @@ import pytest
 from rayworks.errors import RayworksError
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.runner import run_corpus
+from rayworks.pipelines.corpus.schema import document_id
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
@@ -67,7 +68,7 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     cfg = build_config(
         CorpusConfig,
         "smoke",
-        overrides=[f"inputs=[{src}]", "actor_pool_size=1", "actor_cpus=0.25", "batch_size=4"],
+        overrides=[f"inputs=[{src}]", "cpus=1", "batch_size=4"],
     )
     ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
     summary = run_corpus(cfg, ctx)
@@ -94,6 +95,62 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     assert (left["reject"], left["license"], left["gopher"], left["dedup"]) == (7, 6, 5, 4)
     sheet = (art / "datasheet.md").read_text()
     assert "| email | 1 |" in sheet and "| permissive | 4 |" in sheet
+
+
+class Killed(Exception):
+    """Stands for a kill: raised between two writes of a run."""
+
+
+def _ids(folder: Path) -> list[str]:
+    return sorted(r["id"] for r in read_dir(folder))
+
+
+def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monkeypatch):
+    """A run killed while committing its second unit resumes: finished units are not
+    redone, the half-written one is, and the output is what an uninterrupted run writes."""
+    from rayworks.pipelines.corpus import runner
+
+    srcs = []
+    for i in range(2):
+        path = tmp_path / f"in-{i}.jsonl"
+        docs = [prose(10 * i + k) for k in range(3)] + ([prose(0)] if i == 1 else [])
+        path.write_text("".join(json.dumps({"text": t, "collection": "web", "license": "MIT"})
+                                + "\n" for t in docs))  # fmt: skip
+        srcs.append(str(path))
+    overrides = [f"inputs=[{','.join(srcs)}]", "cpus=1", "batch_size=4", "unit_bytes=1"]
+    cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
+    real_commit, real_unit = runner.commit_dir, runner.run_unit
+    commits: list[str] = []
+
+    def killed_on_third_commit(tmp: Path, final: Path) -> None:
+        commits.append(final.name)
+        if len(commits) == 3:  # unit-00000 scored + rejects done, unit-00001 half written
+            raise Killed
+        real_commit(tmp, final)
+
+    monkeypatch.setattr(runner, "commit_dir", killed_on_third_commit)
+    ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
+    with pytest.raises(Killed):
+        run_corpus(cfg, ctx)
+    assert (ctx.artifacts_dir / "work" / "scored" / "unit-00001.tmp").is_dir()
+    monkeypatch.setattr(runner, "commit_dir", real_commit)
+    redone: list[str] = []
+    monkeypatch.setattr(runner, "run_unit", lambda unit, *a: (redone.append(unit.name),
+                                                              real_unit(unit, *a)))  # fmt: skip
+    resumed = run_corpus(cfg, RunContext.open(ctx.run_dir))
+
+    # what an uninterrupted run writes: every document once, the later copy of prose(0)
+    # (in-1.jsonl, line 4) quarantined as an exact duplicate
+    assert redone == ["unit-00001"] and resumed["resumed_units"] == 1
+    assert (resumed["in"], resumed["kept"], resumed["dropped"], resumed["rejected"]) == (7, 6, 1, 0)
+    art = ctx.artifacts_dir
+    expected = sorted({document_id(prose(s)) for s in (0, 1, 2, 10, 11, 12)})
+    assert _ids(art / "output") == expected
+    quarantined = read_dir(art / "quarantine")
+    assert [(r["source_path"], r["line"], r["drop_reason"]) for r in quarantined] == [
+        (srcs[1], 4, "dedup:exact")
+    ]
+    assert not list(art.rglob("*.tmp"))
 
 
 def test_wrong_input_path_fails_before_ray(tmp_path: Path):

@@ -1,0 +1,92 @@
+"""Byte-level BPE training (deterministic, local) and the `tokens` step."""
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from rayworks.pipelines.corpus.step import DROP, drop
+from rayworks.pipelines.corpus.tokenizer import (
+    END_OF_TEXT,
+    TOKENS,
+    TokenCount,
+    TokenizerConfig,
+    train_bpe,
+    vocab_size,
+)
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "Le renard brun rapide saute par-dessus le chien paresseux, à l'été.",
+    "Der schnelle braune Fuchs springt über den faulen Hund; Straße, Größe.",
+    "东京的天气很好。我们明天去公园散步吧。",
+    "Быстрая коричневая лиса перепрыгивает через ленивую собаку.",
+    "def add(a, b):\n    return a + b  # 🦊 emoji and tabs\t\there",
+] * 20
+CFG = TokenizerConfig(vocab_size=400, min_frequency=2)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_bpe(TEXTS, CFG, tmp_path_factory.mktemp("tok") / "tokenizer.json")
+
+
+def test_training_is_deterministic(trained: Path, tmp_path: Path) -> None:
+    again = train_bpe(iter(TEXTS), CFG, tmp_path / "sub" / "tokenizer.json")
+    assert again.read_bytes() == trained.read_bytes()
+    assert vocab_size(trained) == 400
+    assert Tokenizer.from_file(str(trained)).token_to_id(END_OF_TEXT) == 0
+
+
+def test_counts_match_encode_and_dropped_rows_count_zero(trained: Path) -> None:
+    tok = Tokenizer.from_file(str(trained))
+    texts = [*TEXTS[:6], "", "nouveau texte jamais vu: ÆØÅ ñ 😀"]
+    batch = drop({"text": texts}, ["", "", "gopher:min_words", "", "", "", "", ""])
+    out = TokenCount(trained)(batch)
+    expected = [len(tok.encode(t, add_special_tokens=False).ids) for t in texts]
+    expected[2] = 0  # dropped: not counted
+    assert out[TOKENS].tolist() == expected
+    assert out[TOKENS].dtype.kind == "i" and all(
+        n > 0 for i, n in enumerate(expected) if i not in (2, 6)
+    )
+    assert list(out[DROP]) == list(batch[DROP])  # never drops
+
+
+def test_no_drop_column_counts_every_row(trained: Path) -> None:
+    out = TokenCount(trained)({"text": ["a b", "c"], "id": [1, 2]})
+    assert DROP not in out and len(out[TOKENS]) == 2 and out[TOKENS].min() > 0
+
+
+def test_byte_level_never_unknown(trained: Path) -> None:
+    tok = Tokenizer.from_file(str(trained))
+    text = "ᚠᛇᚻ unseen runes ꙮ"
+    assert tok.decode(tok.encode(text).ids) == text
+
+
+@pytest.mark.parametrize("texts", [[], ["", None, ""]])
+def test_no_text_is_an_error(texts: list, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no text"):
+        train_bpe(texts, CFG, tmp_path / "tokenizer.json")
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
+def test_max_chars_bounds_the_training_text(tmp_path: Path) -> None:
+    cfg = TokenizerConfig(vocab_size=300, min_frequency=1, max_chars=10)
+    small = train_bpe(["aaaa bbbb", "cccc dddd", "zzzz"], cfg, tmp_path / "a.json")
+    vocab = Tokenizer.from_file(str(small)).get_vocab()
+    assert "cccc" in vocab and "zzzz" not in vocab  # the 2nd doc crosses 10 chars, 3rd unread
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"vocab_size": 100}, "vocab_size"),
+        ({"min_frequency": 0}, "min_frequency"),
+        ({"special_tokens": ("",)}, "special_tokens"),
+        ({"special_tokens": ("<a>", "<a>")}, "special_tokens"),
+        ({"max_chars": 0}, "max_chars"),
+    ],
+)
+def test_config_names_the_bad_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=f"TokenizerConfig.{field}"):
+        TokenizerConfig(**kwargs)
