@@ -24,6 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray Train's controller polls its workers this often (default 2 s): a run's end, or a
+# killed worker, is noticed up to that late, once per Train run of the suite.
+os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 
 VENV_BIN = Path(sys.executable).parent
 # Ray reads its auth settings when first imported, and pytest imports every test module
@@ -104,16 +107,33 @@ def ray_session(ray_head):
     ray.shutdown()
 
 
-@pytest.fixture
-def cli_env(ray_head, tmp_path: Path) -> dict[str, str]:
-    """Environment for `rayworks ...` subprocesses: join the session head, runs under tmp."""
+def _cli_env(ray_head: dict, runs_dir: Path) -> dict[str, str]:
     return dict(
         os.environ,
         RAY_ADDRESS=ray_head["address"],
-        RAYWORKS_RUNS_DIR=str(tmp_path / "runs"),
+        RAYWORKS_RUNS_DIR=str(runs_dir),
         RAY_AUTH_MODE="token",
         RAY_AUTH_TOKEN_PATH=ray_head["token_path"],
     )
+
+
+def _run_cli(args: list[str], env: dict[str, str], timeout: float = 600, check: bool = True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "rayworks", *args],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"rayworks {' '.join(args)} exited {proc.returncode}\n"
+            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+@pytest.fixture
+def cli_env(ray_head, tmp_path: Path) -> dict[str, str]:
+    """Environment for `rayworks ...` subprocesses: join the session head, runs under tmp."""
+    return _cli_env(ray_head, tmp_path / "runs")
 
 
 @pytest.fixture
@@ -121,18 +141,25 @@ def cli(cli_env: dict[str, str]):
     """Run `python -m rayworks ARGS` against the session head; failures show the output."""
 
     def run(args: list[str], timeout: float = 600, check: bool = True, env=None):
-        proc = subprocess.run(
-            [sys.executable, "-m", "rayworks", *args],
-            env=env or cli_env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"rayworks {' '.join(args)} exited {proc.returncode}\n"
-                f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
-            )
-        return proc
+        return _run_cli(args, env or cli_env, timeout, check)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def cli_at(ray_head):
+    """`cli_at(runs_dir)` -> `(env, run)`: the `cli_env` / `cli` pair for a runs dir of the
+    caller's choosing, for module-scoped fixtures that make a run several tests share."""
+
+    def make(runs_dir: Path):
+        env = _cli_env(ray_head, runs_dir)
+
+        def run(args: list[str], timeout: float = 600, check: bool = True):
+            return _run_cli(args, env, timeout, check)
+
+        return env, run
+
+    return make
 
 
 # A tiny HF decoder + char tokenizer folder, built on demand (RL tests).

@@ -41,6 +41,7 @@ def test_two_trial_asha_sweep_sees_what_the_run_logs(ray_session, tmp_path):
         preset="smoke",
         overrides=[
             "train.num_workers=1",
+            "train.cpus_per_worker=0.5",  # both trials fit the session's 2 CPUs at once
             "train.max_steps=10",
             "train.eval_every=5",
             "train.log_every=5",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import pytest
 from safetensors.torch import load_file
 
 SMOKE = ["--preset", "smoke", "--no-progress"]
+SMOKE_LR = [*SMOKE, "--set", "train.lr=3e-3"]  # the preset's lr, given: config.yaml keeps it
 
 
 def _run_dir(root: Path) -> Path:
@@ -25,20 +27,57 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def _train_worker_pids(head: dict, proc: subprocess.Popen, want: int = 0) -> list[int]:
+    """PIDs of the live Ray Train workers of the run that `proc` drives.
+
+    Asked of the session cluster's state API (`ray_head`) for the actors of `proc`'s job, so
+    no other Ray instance on the machine (a concurrent `make demo`) and no other run count.
+    With `want`, wait (while `proc` runs) until that many are up."""
+    from ray.util.state import list_actors, list_jobs
+
+    deadline = time.time() + 240
+    while True:
+        jobs = [j.job_id for j in list_jobs(address=head["address"])
+                if j.driver_info is not None and j.driver_info.pid == str(proc.pid)]  # fmt: skip
+        live = [("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")]
+        actors = (
+            list_actors(address=head["address"], filters=[("job_id", "=", jobs[0]), *live])
+            if jobs
+            else []
+        )
+        pids = sorted(a.pid for a in actors if a.pid)
+        if len(pids) >= want or time.time() > deadline:
+            return pids
+        assert proc.poll() is None, "run ended before its train workers were up"
+        time.sleep(0.2)
+
+
 def _start_until_checkpoint(args: list[str], env: dict, pattern: str, **popen) -> subprocess.Popen:
     """Start `rayworks ARGS` and return once a checkpoint folder matching `pattern` exists."""
     proc = subprocess.Popen([sys.executable, "-m", "rayworks", *args], env=env, **popen)
+    _wait_for_checkpoint(proc, env, pattern)
+    return proc
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen, env: dict, pattern: str) -> None:
     root = Path(env["RAYWORKS_RUNS_DIR"]) / "lm"
     deadline = time.time() + 240
     while time.time() < deadline and not list(root.glob(f"*/checkpoints/{pattern}")):
         assert proc.poll() is None, "run ended before the checkpoint appeared"
-        time.sleep(0.2)
-    return proc
+        time.sleep(0.02)  # a smoke step takes tens of milliseconds
 
 
-def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
-    cli(["run", "lm", *SMOKE, "--set", "train.lr=3e-3"])
-    run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
+@pytest.fixture(scope="module")
+def smoke_run(cli_at, tmp_path_factory) -> Path:
+    """One uninterrupted smoke run: the smoke test checks it, the resume test matches it."""
+    runs = tmp_path_factory.mktemp("lm-smoke") / "runs"
+    _, run = cli_at(runs)
+    run(["run", "lm", *SMOKE_LR])
+    return _run_dir(runs)
+
+
+def test_smoke_run_writes_a_complete_run_dir_and_learns(smoke_run):
+    run_dir = smoke_run
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
     assert summary["pipeline"] == "lm"
@@ -64,39 +103,37 @@ def test_smoke_run_writes_a_complete_run_dir_and_learns(cli, cli_env):
     assert len(samples) == 16
 
 
-def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, tmp_path):
-    steps = [
-        "--set",
-        "train.max_steps=80",
-        "--set",
-        "train.checkpoint_every=10",
-        "--set",
-        "train.keep_checkpoints=0",
-    ]
-    # An uninterrupted reference run with the same config, in another runs dir.
-    ref_env = dict(cli_env, RAYWORKS_RUNS_DIR=str(tmp_path / "ref"))
-    cli(["run", "lm", *SMOKE, *steps], env=ref_env)
-    reference = json.loads((_run_dir(tmp_path / "ref") / "summary.json").read_text())
-
-    proc = _start_until_checkpoint(
-        ["run", "lm", *SMOKE, *steps], cli_env, "step_00000020",
+def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, smoke_run, ray_head):
+    """SIGKILL a run (driver and train workers) part-way; the resumed run matches the
+    uninterrupted smoke run of the same config (`smoke_run`)."""
+    keep_all = ["--set", "train.keep_checkpoints=0"]  # checkpoints at 10, 20, 30 (smoke)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rayworks", "run", "lm", *SMOKE_LR, *keep_all], env=cli_env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
+    workers = _train_worker_pids(ray_head, proc, want=2)
+    _wait_for_checkpoint(proc, cli_env, "step_00000010")
+    # The whole run dies at once: Ray would stop the workers only after noticing the
+    # driver's death, and a smoke run's remaining steps take well under a second.
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=30)
     run_dir = _run_dir(Path(cli_env["RAYWORKS_RUNS_DIR"]))
     killed_at = int(sorted((run_dir / "checkpoints").glob("step_*"))[-1].name.split("_")[1])
-    assert 20 <= killed_at < 80, "the run must be killed part-way"
+    assert 10 <= killed_at < 30, "the run must be killed part-way"
     assert not (run_dir / "summary.json").exists()
 
     cli(["run", "lm", "--resume", str(run_dir), "--no-progress"])
     records = _metrics(run_dir)
     steps_logged = [r["step"] for r in records if "loss" in r]
     assert steps_logged == sorted(set(steps_logged)), "no step is logged twice after resume"
-    assert steps_logged[-1] == 80
+    assert steps_logged[-1] == 30
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
     # Same data order, restored optimizer and RNG: the result matches the uninterrupted run.
+    reference = json.loads((smoke_run / "summary.json").read_text())
     assert summary["val_loss"] == pytest.approx(reference["val_loss"], abs=0.02)
     assert summary["train_loss"] == pytest.approx(reference["train_loss"], abs=0.02)
 
@@ -117,12 +154,7 @@ def test_deepspeed_zero2_on_two_cpu_workers(cli, cli_env):
     assert (latest / "optimizer_rank1.safetensors").is_file()
 
 
-def _train_worker_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "ray::RayTrainWorker"], capture_output=True, text=True)
-    return [int(pid) for pid in out.stdout.split()]
-
-
-def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(cli_env):
+def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(cli_env, ray_head):
     """FailureConfig(max_failures=1): Ray Train restarts the group; the loop restores step 20+."""
     args = [
         "run",
@@ -136,7 +168,7 @@ def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(
     proc = _start_until_checkpoint(
         args, cli_env, "step_0000002*", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    pids = _train_worker_pids()
+    pids = _train_worker_pids(ray_head, proc)
     assert len(pids) == 2, f"expected two train workers, found {pids}"
     os.kill(pids[-1], signal.SIGKILL)
     output, _ = proc.communicate(timeout=400)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +21,34 @@ def _run_dirs(root: Path, name: str) -> list[Path]:
 
 def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def base_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("rl-cache")
+
+
+@pytest.fixture
+def cli_env(cli_env: dict[str, str], base_cache: Path) -> dict[str, str]:
+    """conftest's `cli_env`, whose runs share one base-model cache (`runs/cache`): a base
+    model is a pure function of its config (rl/base.py), so each is SFT'd once per module."""
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / "cache").symlink_to(base_cache, target_is_directory=True)
+    return cli_env
+
+
+def _rewind(run_dir: Path, step: int) -> None:
+    """Leave `run_dir` as a run killed right after its checkpoint at `step`: no later
+    checkpoint or metric record, no summary, exported model or Ray Train run state."""
+    for folder in (run_dir / "checkpoints").glob("step_*"):
+        if int(folder.name.split("_")[1]) > step:
+            shutil.rmtree(folder)
+    kept = [r for r in _metrics(run_dir) if r["step"] <= step]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    (run_dir / "summary.json").unlink()
+    shutil.rmtree(run_dir / "artifacts" / "model")
+    shutil.rmtree(run_dir / "ray_train")
 
 
 def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
@@ -41,21 +70,25 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     load_causal_lm(run_dir / "artifacts" / "model")  # HF format, loads with transformers
 
 
-def test_ppo_resume_reproduces_the_uninterrupted_run(cli, cli_env, tmp_path):
-    """Checkpoint at step 2, resume to 4: the same rollouts, policy, critic and metrics."""
-    ref_env = dict(cli_env, RAYWORKS_RUNS_DIR=str(tmp_path / "ref"))
+def test_ppo_resume_reproduces_the_uninterrupted_run(cli, cli_env):
+    """Checkpoint at step 2, resume to 4: the same rollouts, policy, critic and metrics.
+
+    The interrupted run is a copy of the uninterrupted one rewound to its step-2 checkpoint
+    (what a run killed right after it leaves), so one pipeline run serves both sides."""
     four = ["--set", "learner.max_steps=4", "--set", "learner.checkpoint_every=2"]
-    cli(["run", "ppo", "--preset", "smoke", "--no-progress", *four], env=ref_env)
-    (reference,) = _run_dirs(tmp_path / "ref", "ppo")
-    two = ["--set", "learner.max_steps=2", "--set", "learner.checkpoint_every=2"]
-    cli(["run", "ppo", "--preset", "smoke", "--no-progress", *two])
-    (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "ppo")
+    cli(["run", "ppo", "--preset", "smoke", "--no-progress", *four])
+    (reference,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "ppo")
+    run_dir = reference.with_name(f"{reference.name}-resumed")
+    shutil.copytree(reference, run_dir)
+    _rewind(run_dir, 2)
     assert (run_dir / "checkpoints" / "step_00000002" / "critic_0" / "state.json").is_file()
     cli(["run", "ppo", "--resume", str(run_dir), "--no-progress", "--set", "learner.max_steps=4"])
     keys = ("reward", "policy_loss", "critic_loss", "entropy", "value_mean")
     want = {r["step"]: r for r in _metrics(reference) if "reward" in r}
-    got = {r["step"]: r for r in _metrics(run_dir) if "reward" in r}
-    assert sorted(got) == [1, 2, 3, 4]
+    records = _metrics(run_dir)
+    assert [r["resumed_from_step"] for r in records if "resumed_from_step" in r] == [2]
+    got = {r["step"]: r for r in records if "reward" in r}
+    assert [r["step"] for r in records if "reward" in r] == [1, 2, 3, 4]
     for step in (3, 4):
         for key in keys:
             assert got[step][key] == pytest.approx(want[step][key], rel=1e-4, abs=1e-6), (step, key)
@@ -67,7 +100,7 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
     proc = subprocess.Popen(
         [sys.executable, "-m", "rayworks", "run", "asyppo", "--preset", "smoke", "--no-progress",
-         "--set", "learner.max_steps=40", "--set", "learner.eval_every=20"],
+         "--set", "learner.max_steps=10", "--set", "learner.eval_every=5"],
         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline, killed = time.time() + 300, False
@@ -85,7 +118,7 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
     summary = json.loads((dirs[0] / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["critic_restarts"] == 1
     steps = [r["step"] for r in _metrics(dirs[0]) if "reward" in r]
-    assert steps == list(range(1, 41))
+    assert steps == list(range(1, 11))
 
 
 @pytest.mark.slow
