@@ -6,7 +6,8 @@ place with typed placeholders such as `<EMAIL>` and adds one count column per en
 `pii_<type>` (e.g. `pii_email`, `pii_phone`), which the datasheet sums. It never drops a
 row: a document with an email address is still a good document once redacted. Rows that an
 earlier step dropped are redacted too, because they are written to the quarantine path and
-must not leak PII there either.
+must not leak PII there either. Phone numbers are looked for in the regions of the row's
+`lang` (`pii.LANGUAGE_REGIONS`; all regions when the language is unknown).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ class PIIRedaction:
 
     def __call__(self, batch: Batch) -> Batch:
         column = self.cfg.text_column
-        results = [redact(str(t), self.cfg.pii) for t in batch[column]]
+        langs = batch["lang"] if "lang" in batch else [None] * len(batch[column])
+        results = [
+            redact(str(t), self.cfg.pii, lang if isinstance(lang, str) else None)
+            for t, lang in zip(batch[column], langs, strict=True)
+        ]
         out = {**batch, column: np.asarray([text for text, _ in results], dtype=object)}
         for kind in self.cfg.pii.types:
             out[f"pii_{kind}"] = np.asarray([counts[kind] for _, counts in results], np.int64)

@@ -85,3 +85,16 @@ def test_region_list_decides_national_numbers():
 def test_bad_config_names_the_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PIIConfig(**kwargs)
+
+
+def test_phone_regions_follow_the_document_language():
+    from rayworks.pipelines.corpus.pii import DEFAULT_REGIONS, regions_for
+
+    assert regions_for("fr", DEFAULT_REGIONS) == ("FR",)
+    assert regions_for("en", DEFAULT_REGIONS) == ("US", "GB")
+    assert regions_for(None, DEFAULT_REGIONS) == regions_for("xx", DEFAULT_REGIONS)
+    assert regions_for("xx", DEFAULT_REGIONS) == DEFAULT_REGIONS
+    assert regions_for("en", ("FR",)) == ("FR",)  # nothing of en's configured: all of them
+    text = "Appelez le 01 42 68 53 00 demain."  # a Paris number, national format
+    assert redact(text, PIIConfig(), "fr")[1]["phone"] == 1
+    assert redact(text, PIIConfig(regions=("US", "FR")), "en")[1]["phone"] == 0  # US only
