@@ -75,6 +75,7 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
 
     assert (summary["in"], summary["kept"], summary["dropped"], summary["rejected"]) == (8, 4, 3, 1)
     assert summary["kept_share"] == pytest.approx(0.5)
+    assert summary["near_dup_threshold"] == pytest.approx((1 / 14) ** (1 / 8))  # 14 x 8: 0.719
     art = ctx.artifacts_dir
     kept = read_dir(art / "output")
     assert len(kept) == 4 and {r["collection"] for r in kept} == {"web"}
