@@ -359,31 +359,16 @@ def train_tokenizer(ds: ray.data.Dataset, cfg: CorpusConfig, out: Path) -> Path 
     smallest ids, in id order, so the tokenizer does not depend on block order (one pass,
     a bounded heap instead of a Ray Data sort); None when nothing was kept."""
     kept = ds.map_batches(_where(True), batch_format="pyarrow").select_columns(["id", "text"])
-    heap: list[tuple[str, str]] = []  # max-heap by id via negated order: (inverted id, text)
-    for batch in kept.iter_batches(batch_format="pyarrow", batch_size=None):
-        for row_id, text in zip(batch["id"].to_pylist(), batch["text"].to_pylist(), strict=True):
-            item = (_Inverted(row_id), text)
-            if len(heap) < cfg.tokenizer_sample_docs:
-                heapq.heappush(heap, item)
-            elif row_id < heap[0][0].value:
-                heapq.heapreplace(heap, item)
-    if not heap:
+    rows = (
+        row
+        for batch in kept.iter_batches(batch_format="pyarrow", batch_size=None)
+        for row in zip(batch["id"].to_pylist(), batch["text"].to_pylist(), strict=True)
+    )
+    sample = heapq.nsmallest(cfg.tokenizer_sample_docs, rows, key=lambda row: row[0])
+    if not sample:
         return None
-    texts = (text for _, text in sorted(heap, key=lambda item: item[0].value))
-    return train_bpe(texts, TokenizerConfig(vocab_size=cfg.tokenizer_vocab_size),
-                     out / "tokenizer.json")  # fmt: skip
-
-
-class _Inverted:
-    """A string that sorts in reverse, so `heapq` (a min-heap) keeps the smallest ids."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Inverted) -> bool:
-        return self.value > other.value
+    return train_bpe((text for _, text in sample), TokenizerConfig(
+        vocab_size=cfg.tokenizer_vocab_size), out / "tokenizer.json")  # fmt: skip
 
 
 def write_outputs(final: ray.data.Dataset, out: Path) -> None:
