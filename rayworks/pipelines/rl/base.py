@@ -14,16 +14,14 @@ first one builds it; an interrupted build resumes from its checkpoint.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from rayworks.models import DecoderSpec, load_tokenizer, resolve_model_dir
 from rayworks.models.decoder import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.rl.config import RLConfig, SFTConfig
+from rayworks.platform.build_cache import digest, locked_build
 from rayworks.platform.config import to_yaml
 from rayworks.platform.context import RunContext
 
@@ -59,21 +57,6 @@ def vocabulary(tokenizer_from: Path | None) -> str:
 def cache_key(name: str, cfg: LMConfig, extra: str = "") -> str:
     blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + extra
     return f"{name}-{digest(blob)}"
-
-
-def locked_build(folder: Path, done: Path, build: Callable[[], None]) -> Path:
-    """Run `build()` once for `folder` (it must create `done`); concurrent callers wait on a
-    file lock beside the folder and reuse what the first one built."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with (folder.parent / f"{folder.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            build()
-    return folder
-
-
-def digest(blob: str) -> str:
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | None = None) -> Path:

@@ -24,9 +24,10 @@ from rayworks.data.tasks import ArithmeticTask, Example, get_task
 from rayworks.data.tasks.base import answer_after
 from rayworks.errors import RayworksError
 from rayworks.models import resolve_model_dir
-from rayworks.pipelines.rl.base import build_base, digest, locked_build, sft_config
+from rayworks.pipelines.rl.base import build_base, sft_config
 from rayworks.pipelines.ttc.allocators import Draw, QueryState
 from rayworks.pipelines.ttc.config import SamplerConfig
+from rayworks.platform.build_cache import digest, locked_build
 
 HARD_RATE = 0.25  # pool pass rate at or below which a query counts as hard (reconstructed)
 
