@@ -1,0 +1,114 @@
+"""The LM LeSTD compresses: a char-level decoder trained on Python standard-library sources.
+
+Data: `n_files` top-level `Lib/*.py` files of the running Python (found through
+`sysconfig.get_paths()["stdlib"]`), sorted by name, files above `max_file_kb` skipped,
+then evenly spaced picks (deterministic). The platform's `lm` pieces do the rest: its
+`prepare` (char tokenizer trained on the training files, files held out by a seeded
+permutation with `val_fraction`, packing into rows) and the plain single-process loop of
+`lm_plain` (AdamW, warmup + cosine schedule, seeded batch order).
+
+The model is a pure function of (config, seed), so it is trained once and cached under
+`<cache root>/lestd_lm/lm-<hash>/` (HF safetensors + tokenizer + `val.safetensors` with the
+held-out rows); concurrent runs of a bench wait on a file lock and share it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from rayworks.models import decoder_for, load_causal_lm
+from rayworks.pipelines.lestd.config import StdlibLMConfig
+from rayworks.pipelines.lm.config import LMConfig
+from rayworks.pipelines.lm.data import batch_rows, prepare
+from rayworks.pipelines.lm.evaluate import loss_sum
+from rayworks.pipelines.lm.train_loop import lr_at
+from rayworks.pipelines.rl.base import digest, locked_build
+
+
+def stdlib_files(n_files: int, max_file_kb: int) -> list[str]:
+    """`n_files` evenly spaced stdlib `*.py` files (sorted by name) of at most `max_file_kb`."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in root.glob("*.py") if p.stat().st_size <= max_file_kb * 1024)
+    if len(files) < n_files:
+        raise ValueError(
+            f"lm.n_files={n_files}: only {len(files)} stdlib files in {root} are at most "
+            f"lm.max_file_kb={max_file_kb} KB"
+        )
+    picks = [math.floor(i * len(files) / n_files) for i in range(n_files)]
+    return [str(files[i]) for i in picks]
+
+
+def lm_config(cfg: StdlibLMConfig, seed: int) -> LMConfig:
+    """The platform `lm` config equivalent to `cfg` (data, model and schedule)."""
+    return LMConfig.model_validate(
+        {
+            "seed": seed,
+            "model": cfg.model.model_dump(),
+            "tokenizer": {"kind": "char"},
+            "data": {"source": "files", "files": stdlib_files(cfg.n_files, cfg.max_file_kb),
+                     "val_fraction": cfg.val_fraction, "seq_len": cfg.seq_len},
+            "train": {"num_workers": 1, "batch_size": cfg.batch_size, "max_steps": cfg.steps,
+                      "lr": cfg.lr, "warmup_steps": cfg.warmup_steps},
+        }
+    )  # fmt: skip
+
+
+def train(cfg: LMConfig, out: Path) -> dict[str, float]:
+    """Train `cfg` with the `lm_plain` loop and save model, tokenizer and held-out rows."""
+    tokenizer, data = prepare(cfg)
+    torch.manual_seed(cfg.seed)
+    model = decoder_for(cfg.model, tokenizer)
+    t = cfg.train
+    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "train_log.jsonl").open("w")
+    for step in range(t.max_steps):
+        rows = batch_rows(len(data.train_ids), t.batch_size, cfg.seed, step)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = model(input_ids=data.train_ids[rows], labels=data.train_labels[rows]).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        opt.step()
+        if (step + 1) % 50 == 0 or step + 1 == t.max_steps:
+            elapsed = time.perf_counter() - started
+            log.write(json.dumps({"step": step + 1, "loss": float(loss), "s": elapsed}) + "\n")
+            log.flush()
+    log.close()
+    model.eval()
+    total, count = loss_sum(model, data.val_ids[:64], data.val_labels[:64], 16)
+    stats = {
+        "train_s": time.perf_counter() - started,
+        "final_train_loss": float(loss),
+        "lm_val_bpc": total / max(1, count) / math.log(2),
+        "train_rows": len(data.train_ids),
+        "val_rows": len(data.val_ids),
+    }
+    tokenizer.save_pretrained(out)
+    save_file({"val_ids": data.val_ids.contiguous()}, str(out / "val.safetensors"))
+    model.save_pretrained(out)
+    (out / "train.json").write_text(json.dumps(stats, indent=1))  # last: the "done" marker
+    return stats
+
+
+def cached_lm(cfg: StdlibLMConfig, seed: int, cache_root: Path) -> tuple[Path, dict[str, float]]:
+    """The trained LM's folder (built once per (config, seed)) and its training stats."""
+    full = lm_config(cfg, seed)
+    folder = cache_root / "lestd_lm" / f"lm-{digest(full.model_dump_json())}"
+    locked_build(folder, folder / "train.json", lambda: train(full, folder))
+    return folder, json.loads((folder / "train.json").read_text())
+
+
+def load_lm(folder: Path) -> tuple[torch.nn.Module, torch.Tensor]:
+    """(model in eval mode, held-out rows (N, T) of token ids)."""
+    model = load_causal_lm(folder).eval()
+    return model, load_file(str(folder / "val.safetensors"))["val_ids"]

@@ -1,0 +1,157 @@
+"""`rayworks run lestd` / `rayworks bench lestd`: MHA compression sweeps of a stdlib char LM.
+
+LeSTD (reconstructed; no official code): per attention layer, Q, K, V, Oᵀ of all heads
+form a 4th-order tensor (`tensorize.py`); stage 1 finds a shared orthonormal basis by HOOI
+(`hooi.py`); stage 2 prunes the core by the closed-form importance g² and refits the
+survivors and factors down to the non-zero budget (`lestd.py`); inference runs in the
+compressed domain (`compressed_attention.py`). Baselines at matched ratios: per-matrix
+truncated SVD and dense-core Tucker (`baselines.py`, accounting in `storage.py`), and
+LeSTD without refit.
+
+One run trains (or reuses) the LM, then for every ratio evaluates `method` and each of
+`compare` on the same held-out rows, logging one record per ratio (step = ratio; compared
+methods' keys are prefixed `<method>_`). A ratio a method cannot meet is logged with
+`reachable=0` and no metrics. Artifacts: `table.jsonl`, `table.md`, `bpc_vs_ratio.png`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from rayworks.pipelines.lestd.compress import (
+    Compressed,
+    LayerMemo,
+    Method,
+    StageOptions,
+    compress_model,
+    layer_memos,
+)
+from rayworks.pipelines.lestd.config import (
+    EvalConfig,
+    LeSTDConfig,
+    LeSTDSVDConfig,
+    LeSTDTuckerConfig,
+)
+from rayworks.pipelines.lestd.evaluate import attention_logit_error, bits_per_char, tokens_per_s
+from rayworks.pipelines.lestd.lm import cached_lm, load_lm
+from rayworks.pipelines.lestd.report import pass_rule, write_plot, write_table
+from rayworks.platform.context import RunContext
+from rayworks.platform.registry import pipeline
+
+REPORT = ("logit_err", "weight_err", "achieved_ratio", "speedup", "dense_val_bpc")
+
+
+def stage_options(cfg: LeSTDConfig) -> StageOptions:
+    return StageOptions(
+        hooi_iters=cfg.hooi_iters,
+        prune_fraction=cfg.prune_fraction,
+        refit_sweeps=cfg.refit_sweeps,
+        r1_fractions=tuple(cfg.r1_fractions),
+        r2_fractions=tuple(cfg.r2_fractions),
+    )
+
+
+@torch.no_grad()
+def measure(
+    model: torch.nn.Module, comp: Compressed, val: torch.Tensor, ev: EvalConfig
+) -> dict[str, float]:
+    """Quality, exactness of the compressed domain, and tokens/s vs dense for one model."""
+    probe = val[: ev.logit_rows]
+    gap = (comp.compressed(input_ids=probe, use_cache=False).logits
+           - comp.reconstructed(input_ids=probe, use_cache=False).logits).abs().max()  # fmt: skip
+    row = {
+        "reachable": 1.0,
+        "val_bpc": bits_per_char(comp.compressed, val[: ev.val_rows]),
+        "logit_err": attention_logit_error(model, comp.reconstructed, probe),
+        "domain_gap": float(gap),
+        **comp.stats,
+    }
+    if ev.throughput_reps:
+        tps = tokens_per_s(
+            {"dense": model, "compressed": comp.compressed},
+            val[: ev.throughput_rows],
+            ev.throughput_reps,
+        )
+        row.update(
+            tokens_per_s=tps["compressed"],
+            dense_tokens_per_s=tps["dense"],
+            speedup=tps["compressed"] / tps["dense"],
+        )
+    return row
+
+
+def evaluate_method(
+    model: torch.nn.Module,
+    memos: list[LayerMemo],
+    method: Method,
+    ratio: int,
+    cfg: LeSTDConfig,
+    val: torch.Tensor,
+) -> dict[str, float]:
+    comp = compress_model(model, memos, method, ratio, stage_options(cfg))
+    if comp is None:
+        return {"reachable": 0.0}
+    return measure(model, comp, val, cfg.eval)
+
+
+def run_lestd(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
+    """Sweep `cfg.ratios` for `cfg.method` (and `cfg.compare`) on the cached stdlib LM."""
+    torch.set_num_threads(cfg.lm.threads)
+    folder, lm_stats = cached_lm(cfg.lm, cfg.seed, ctx.cache_root)
+    model, val = load_lm(folder)
+    dense_bpc = bits_per_char(model, val[: cfg.eval.val_rows])
+    memos = layer_memos(model, cfg.hooi_iters)
+    methods: list[Method] = [cfg.method, *cfg.compare]
+    ctx.progress(max(cfg.ratios), f"lestd {cfg.method} ({len(methods)} methods)")
+    table: list[dict[str, Any]] = []
+    summary: dict[str, float] = {"dense_val_bpc": dense_bpc, **lm_stats}
+    for ratio in sorted(cfg.ratios):
+        record: dict[str, float] = {}
+        for method in methods:
+            row = evaluate_method(model, memos, method, ratio, cfg, val)
+            table.append({"method": method, "ratio": ratio, **row})
+            prefix = "" if method == cfg.method else f"{method}_"
+            record.update({prefix + k: v for k, v in row.items()})
+            summary[f"{prefix}reachable_r{ratio}"] = row["reachable"]
+            if row["reachable"]:
+                summary[f"{prefix}val_bpc_r{ratio}"] = row["val_bpc"]
+                summary[f"{prefix}logit_err_r{ratio}"] = row["logit_err"]
+            if method == cfg.method and ratio == cfg.headline_ratio:
+                summary.update({k: v for k, v in row.items() if k != "reachable"})
+        ctx.log(ratio, **record)
+    summary.setdefault("val_bpc", math.nan)
+    summary.update(pass_rule(table, cfg.method))
+    write_table(ctx, table, dense_bpc)
+    write_plot(ctx.artifacts_dir / "bpc_vs_ratio.png", table, dense_bpc)
+    return summary
+
+
+@pipeline(
+    "lestd",
+    config=LeSTDConfig,
+    kind="task",
+    baseline=("lestd_tucker", "lestd_svd"),
+    headline=("val_bpc", "min"),
+    ablations={"norefit": ("method=lestd_norefit", "compare=[]")},
+    report=REPORT,
+)
+def run(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
+    """LeSTD (reconstructed): shared HOOI basis + sparse core of MHA weights vs baselines."""
+    return run_lestd(cfg, ctx)
+
+
+@pipeline("lestd_tucker", config=LeSTDTuckerConfig, kind="task", headline=("val_bpc", "min"),
+          report=REPORT)  # fmt: skip
+def run_tucker(cfg: LeSTDTuckerConfig, ctx: RunContext) -> dict[str, float]:
+    """Dense-core Tucker (TensorLLM-style) compression of MHA at matched ratios."""
+    return run_lestd(cfg, ctx)
+
+
+@pipeline("lestd_svd", config=LeSTDSVDConfig, kind="task", headline=("val_bpc", "min"),
+          report=REPORT)  # fmt: skip
+def run_svd(cfg: LeSTDSVDConfig, ctx: RunContext) -> dict[str, float]:
+    """Per-matrix truncated SVD compression of MHA at matched ratios."""
+    return run_lestd(cfg, ctx)

@@ -1,0 +1,32 @@
+"""`lestd` end to end through the CLI (smoke preset): records, summary, table and plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def test_smoke_run_through_cli(cli, cli_env) -> None:
+    cli(["run", "lestd", "--preset", "smoke", "--no-progress"])
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    [run] = list(runs.glob("lestd/*/"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "val_bpc" in r] == [4, 16]
+    for r in rows:
+        assert r["achieved_ratio"] >= r["step"] and r["domain_gap"] < 1e-3
+        assert r["tucker_achieved_ratio"] >= r["step"] and r["svd_achieved_ratio"] >= r["step"]
+        assert 0 < r["density"] <= 1 and r["logit_err"] > 0
+    assert summary["val_bpc"] == pytest.approx(summary["val_bpc_r16"])
+    assert summary["lm_val_bpc"] > 0 and "pass_rule" in summary
+    table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
+    assert {(t["method"], t["ratio"]) for t in table} == {
+        (m, r) for m in ("lestd", "lestd_norefit", "tucker", "svd") for r in (4, 16)
+    }
+    assert "| 16 | lestd |" in (run / "artifacts/table.md").read_text()
+    assert (run / "artifacts/bpc_vs_ratio.png").stat().st_size > 1000
+    [lm] = list(runs.glob("cache/lestd_lm/lm-*/train.json"))
+    assert json.loads(lm.read_text())["train_rows"] > 0
