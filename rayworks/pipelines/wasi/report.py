@@ -1,0 +1,123 @@
+"""The results table (markdown), the summary numbers and the pass rule, and the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PASS_EPS = (0.8, 0.9)  # methods file: the pass rule is checked at ε ∈ {0.8, 0.9}
+PASS_ACC_DROP = 0.02  # accuracy ≥ vanilla - 2 points
+PASS_ACT_RATIO = 10.0  # ≥ 10x less analytic activation memory in the wrapped layers
+
+COLUMNS = (
+    ("setting", "setting", "{}"),
+    ("test_accuracy", "test acc", "{:.3f}"),
+    ("val_accuracy", "val acc", "{:.3f}"),
+    ("act_kib", "act KiB/layer (analytic)", "{:.1f}"),
+    ("act_ratio", "act x less", "{:.1f}"),
+    ("saved_kib", "saved KiB/layer (measured)", "{:.1f}"),
+    ("saved_total_mib", "saved MiB model (measured)", "{:.2f}"),
+    ("weight_kib", "weight KiB/layer", "{:.1f}"),
+    ("rss_train_mb", "peak RSS +MB (measured)", "{:.1f}"),
+    ("train_gmacs", "train GMAC/step", "{:.3f}"),
+    ("infer_mmacs", "infer MMAC/image", "{:.3f}"),
+    ("cpu_ms", "CPU ms/step", "{:.0f}"),
+    ("cpu_ratio", "CPU/step ÷ vanilla", "{:.2f}"),
+    ("infer_ms", "infer ms/batch", "{:.1f}"),
+)
+
+
+def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flat display rows with ratios against the vanilla row of the same run (if any)."""
+    vanilla = next((r for r in rows if r["kind"] == "vanilla"), None)
+    out = []
+    for r in rows:
+        flat = {
+            "setting": r["setting"],
+            "test_accuracy": r["test_accuracy"],
+            "val_accuracy": r["val_accuracy"],
+            "act_kib": r["act_bytes_per_layer"] / 1024,
+            "act_ratio": r["act_bytes_dense_per_layer"] / r["act_bytes_per_layer"],
+            "saved_kib": r["saved_bytes_per_layer"] / 1024,
+            "saved_total_mib": r["saved_bytes_total"] / 2**20,
+            "weight_kib": r["weight_bytes_per_layer"] / 1024,
+            "rss_train_mb": r.get("rss_train_mb"),
+            "train_gmacs": r["train_macs_per_step"] / 1e9,
+            "infer_mmacs": r["infer_macs_per_image"] / 1e6,
+            "cpu_ms": 1000 * r["cpu_s_per_step"],
+            "cpu_ratio": r["cpu_s_per_step"] / vanilla["cpu_s_per_step"] if vanilla else None,
+            "infer_ms": r["infer_ms"],
+        }
+        out.append(flat)
+    return out
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    flat = table_rows(rows)
+    head = "| " + " | ".join(title for _, title, _ in COLUMNS) + " |"
+    lines = [head, "|" + "---|" * len(COLUMNS)]
+    for r in flat:
+        cells = [fmt.format(r[key]) if r[key] is not None else "-" for key, _, fmt in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]:
+    """Headline (the method's row), one accuracy / ratio per setting, and the pass rule."""
+    by_label = {r["setting"]: r for r in rows}
+    head = by_label[method_label]
+    flat = {r["setting"]: r for r in table_rows(rows)}
+    out: dict[str, float] = {
+        "test_accuracy": head["test_accuracy"],
+        "val_accuracy": head["val_accuracy"],
+        "act_ratio": flat[method_label]["act_ratio"],
+        "train_gmacs": flat[method_label]["train_gmacs"],
+        "cpu_s_per_step": head["cpu_s_per_step"],
+    }
+    for label, r in flat.items():
+        out[f"acc_{label}"] = r["test_accuracy"]
+        out[f"act_ratio_{label}"] = r["act_ratio"]
+        if r["cpu_ratio"] is not None:
+            out[f"cpu_ratio_{label}"] = r["cpu_ratio"]
+    vanilla = next((r for r in rows if r["kind"] == "vanilla"), None)
+    checked = [r for r in rows if r["kind"] == "wasi" and r["eps"] in PASS_EPS]
+    if vanilla and checked:
+        ok = all(
+            r["test_accuracy"] >= vanilla["test_accuracy"] - PASS_ACC_DROP
+            and flat[r["setting"]]["act_ratio"] >= PASS_ACT_RATIO
+            and r["fwd_macs_wrapped"] < r["fwd_macs_wrapped_dense"]
+            for r in checked
+        )
+        out["pass_rule"] = float(ok)
+        out["acc_gap_vs_vanilla"] = head["test_accuracy"] - vanilla["test_accuracy"]
+    return out
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Accuracy and activation memory against ε, with the other settings as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wasi = sorted((r for r in rows if r["kind"] == "wasi"), key=lambda r: r["eps"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    if wasi:
+        eps = [r["eps"] for r in wasi]
+        ax1.plot(eps, [r["test_accuracy"] for r in wasi], "o-", label="WASI")
+        ax2.plot(eps, [r["act_bytes_per_layer"] / 1024 for r in wasi], "o-", label="WASI")
+    styles = {"vanilla": "k--", "wsi": "g:", "asi": "m-.", "lora": "r--"}
+    for r in rows:
+        if r["kind"] in styles:
+            ax1.axhline(r["test_accuracy"], ls=styles[r["kind"]][1:], color=styles[r["kind"]][0],
+                        label=r["setting"])  # fmt: skip
+            ax2.axhline(r["act_bytes_per_layer"] / 1024, ls=styles[r["kind"]][1:],
+                        color=styles[r["kind"]][0], label=r["setting"])  # fmt: skip
+    ax1.set(xlabel="ε (weight energy kept)", ylabel="test accuracy (digits 5-9)")
+    ax2.set(xlabel="ε", ylabel="stored activations per wrapped layer (KiB)", yscale="log")
+    for ax in (ax1, ax2):
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
