@@ -1,0 +1,81 @@
+"""The run's table (jsonl + markdown), its figure and the per-run checks of the claims.
+
+Rows: every model of the run at its own size (base, base fine-tuned on S, direct prune,
+Vulcan's unpruned twin, the derived model). Accuracies are on S-test with the argmax over
+all ten logits. The claim "Vulcan ≥ prune + fine-tune" needs the `vulcan_prune_ft` arm:
+`rayworks bench vulcan` tabulates it beside this run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rayworks.platform.context import RunContext
+
+
+def claim_checks(summary: dict[str, float], gap_tolerance: float) -> dict[str, float]:
+    """1.0 / 0.0 per claim this run can check alone (Vulcan runs only).
+
+    The prune gap (points lost on S-test at the pruning step) passes when it is at most
+    the tolerance; a negative gap (the pruned model is better) passes.
+    """
+    if "prune_gap" not in summary:
+        return {}
+    acc = summary["test_accuracy"]
+    return {
+        "gap_within_tolerance": float(summary["prune_gap"] <= gap_tolerance),
+        "beats_base": float(acc >= summary["base_test_accuracy"]),
+        "beats_direct": float(acc >= summary["direct_test_accuracy"]),
+    }
+
+
+def write_table(ctx: RunContext, rows: list[dict[str, Any]], header: str) -> Path:
+    ctx.write_jsonl("table.jsonl", rows)
+    lines = [header, "",
+             "| model | S-test acc (%) | params | params vs base | MACs | MACs vs base "
+             "| ms / 1000 img | speedup |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    base = rows[0]
+    for r in rows:
+        lat = f"{r['latency_ms']:.1f}" if "latency_ms" in r else "-"
+        speed = f"{base['latency_ms'] / r['latency_ms']:.2f}x" if "latency_ms" in r else "-"
+        lines.append(
+            f"| {r['model']} | {100 * r['test_accuracy']:.2f} | {r['params']:.0f} "
+            f"| {r['params'] / base['params']:.3f} | {r['macs']:.0f} "
+            f"| {r['macs'] / base['macs']:.3f} | {lat} | {speed} |"
+        )
+    path = ctx.artifacts_dir / "table.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_plot(path: Path, rows: list[dict[str, Any]], history: list[dict[str, Any]]) -> Path:
+    """S-test accuracy per model; for Vulcan also S-val accuracy before/after pruning."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2 if history else 1, figsize=(11 if history else 6, 4))
+    ax = axes[0] if history else axes
+    names = [r["model"] for r in rows]
+    ax.bar(names, [100 * r["test_accuracy"] for r in rows], color="tab:blue")
+    for i, r in enumerate(rows):
+        ax.text(i, 100 * r["test_accuracy"], f"{r['params'] / rows[0]['params']:.0%}",
+                ha="center", va="bottom", fontsize=8)  # fmt: skip
+    ax.set_ylabel("S-test accuracy (%) (label: params vs base)")
+    ax.tick_params(axis="x", rotation=20)
+    if history:
+        steps = [h["step"] for h in history]
+        axes[1].plot(steps, [100 * h["val_accuracy"] for h in history], marker="o",
+                     label="post-trained (unpruned)")  # fmt: skip
+        axes[1].plot(steps, [100 * h["pruned_val_accuracy"] for h in history], marker="s",
+                     label="pruned copy")  # fmt: skip
+        axes[1].set_xlabel("post-training step")
+        axes[1].set_ylabel("S-val accuracy (%)")
+        axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
