@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queued-requests", type=int, help="then HTTP 503 (model 8, ttc 64)")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--name", help="model id shown by /v1/models")
+    g = p.add_argument_group("KV-cache policy (target model; requests may override)")
+    g.add_argument(
+        "--kv-policy", default="full", help="full, speckv, snapkv, streaming, h2o, random"
+    )
+    g.add_argument("--kv-budget", type=int, help="KV entries kept per layer and head")
+    g.add_argument("--draft", help="draft model (run dir or HF folder) for --kv-policy speckv")
+    g.add_argument("--kv-lookahead", type=int, default=32, help="most SpecKV draft tokens")
     _add_ttc_args(p)
     _add_address(p)
 
@@ -173,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_address(p)
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--only", action="append", default=[], help="limit to these pipelines")
+    p.add_argument("--ablations", action="store_true", help="also run every ablation arm")
     return parser
 
 
@@ -304,6 +312,7 @@ def _serve_ttc(args: argparse.Namespace) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from rayworks.platform.cluster import connect
+    from rayworks.platform.kv_serving import KVServing
     from rayworks.platform.serve import serve_model
 
     if args.target == "ttc":
@@ -323,6 +332,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         num_replicas=args.replicas,
         model_name=args.name,
         blocking=True,
+        kv=KVServing(
+            policy=args.kv_policy,
+            budget=args.kv_budget,
+            draft=args.draft,
+            lookahead=args.kv_lookahead,
+        ),
     )
     return 0
 
@@ -406,6 +421,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         only=args.only,
         console=console,
+        ablations=args.ablations,
     )
     console.print(f"demo report: {out}")
     return 0

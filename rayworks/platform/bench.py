@@ -475,9 +475,13 @@ def plot_curves(
 
 def demo(
     runs_dir: str | Path | None = None, address: str | None = None, seeds: int = 1,
-    only: list[str] | None = None, console: Console | None = None,
+    only: list[str] | None = None, console: Console | None = None, ablations: bool = False,
 ) -> Path:  # fmt: skip
-    """Bench every method (pipelines that declare a baseline) on its smoke preset; one report."""
+    """Bench every method (pipelines that declare a baseline) on its smoke preset; one report.
+
+    Ablation arms are left out unless `ablations` (they double some benches; `rayworks
+    bench NAME` runs them), which keeps `make demo` within its budget as methods are added.
+    """
     from rayworks.platform.report import render_report
 
     baselines = baseline_names()
@@ -488,8 +492,10 @@ def demo(
     root = Path(runs_dir or default_runs_dir()) / "demo" / new_run_id()
     paths: list[Path] = []
     for name in chosen:
+        flag = "" if ablations else " --no-ablations"
         result = bench(name, seeds=seeds, preset="smoke", runs_dir=root, address=address,
-                       command=f"rayworks bench {name} --seeds {seeds} --preset smoke", console=console)  # fmt: skip
+                       command=f"rayworks bench {name} --seeds {seeds} --preset smoke{flag}",
+                       console=console, ablations=ablations)  # fmt: skip
         (console or Console()).print(result.markdown, markup=False)
         paths += [result.out_dir, result.out_dir / "runs"]
     return render_report(

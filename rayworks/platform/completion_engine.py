@@ -18,6 +18,8 @@ from typing import Any
 import torch
 
 from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.platform import kv_serving
+from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import MAX_ROWS, APIError, CompletionRequest, choice
 
 
@@ -104,10 +106,12 @@ class TextRow:
 class CompletionEngine:
     """A causal LM and its tokenizer, answering completion requests (no Serve inside)."""
 
-    def __init__(self, model_dir: str | Path, name: str) -> None:
+    def __init__(self, model_dir: str | Path, name: str, kv: KVServing | None = None) -> None:
         torch.set_num_threads(1)  # two torch threads on busy cores stall (NOTES)
         self.name = name
         self.model = load_causal_lm(model_dir).eval()
+        self.kv = kv or KVServing()
+        self.draft = kv_serving.load_draft(self.kv.draft, self.model) if self.kv.draft else None
         self.tok = load_tokenizer(model_dir)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
@@ -127,6 +131,13 @@ class CompletionEngine:
                          use_cache=True, logits_to_keep=1)  # fmt: skip
         return out.logits[:, -1], out.cache
 
+    @staticmethod
+    def generator(seed: int | None) -> torch.Generator:
+        """The request's sampling generator: its `seed`, else a fresh random one."""
+        return torch.Generator().manual_seed(
+            secrets.randbits(63) if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF
+        )
+
     def steps(
         self, rows: list[list[int]], temperature: float, top_p: float, seed: int | None
     ) -> Iterator[list[int]]:
@@ -135,9 +146,7 @@ class CompletionEngine:
         ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows])
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        gen = torch.Generator().manual_seed(
-            secrets.randbits(63) if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF
-        )
+        gen = self.generator(seed)
         logits, cache = self._forward(ids, mask, pos, None)
         while True:
             nxt = sample_next(logits, temperature, top_p, gen)
@@ -146,8 +155,11 @@ class CompletionEngine:
             pos = pos[:, -1:] + 1
             logits, cache = self._forward(nxt[:, None], mask, pos, cache)
 
-    def run(self, req: CompletionRequest) -> tuple[list[list[int]], list[TextRow], Iterator]:
-        """Check `req`, then return the prompts, one TextRow per choice and a step iterator.
+    def run(
+        self, req: CompletionRequest
+    ) -> tuple[list[list[int]], list[TextRow], Iterator, dict[str, Any]]:
+        """Check `req`, then return the prompts, one TextRow per choice, a step iterator and
+        the usage extras (filled while the iterator runs: `kv_cache` under a KV policy).
 
         The iterator yields `[(choice_index, new_text, finish_reason or None), ...]` per
         step and stops once every choice has finished.
@@ -164,17 +176,30 @@ class CompletionEngine:
             raise APIError(
                 400, f"prompts x n = {len(prompts) * req.n} exceeds {MAX_ROWS}", param="n"
             )
+        policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
+                                            self.model)  # fmt: skip
         encoded = self.encode(prompts)
         stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop or [] if s]
         batch = [ids for ids in encoded for _ in range(req.n)]
         limits = [min(req.max_tokens, self.context - len(ids)) for ids in batch]
         texts = [TextRow(self.tok, self.eos, stop, limit) for limit in limits]
-        return encoded, texts, self._events(batch, texts, req)
+        extra: dict[str, Any] = {}
+        if budget is None:
+            steps = self.steps(batch, req.temperature, req.top_p, req.seed)
+        else:
+            stats: list[dict[str, float]] = []
+            gen = self.generator(req.seed)
+            lookahead = min(req.max_tokens, self.kv.lookahead)
+            steps = kv_serving.compressed_steps(
+                self.model, self.draft, batch, policy, budget, lookahead,
+                lambda logits: sample_next(logits, req.temperature, req.top_p, gen), stats,
+            )  # fmt: skip
+            extra = {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
+        return encoded, texts, self._events(steps, texts), extra
 
     def _events(
-        self, batch: list[list[int]], texts: list[TextRow], req: CompletionRequest
+        self, steps: Iterator[list[int]], texts: list[TextRow]
     ) -> Iterator[list[tuple[int, str, str | None]]]:
-        steps = self.steps(batch, req.temperature, req.top_p, req.seed)
         for tokens in steps:
             events = []
             for i, (row, token) in enumerate(zip(texts, tokens, strict=True)):
@@ -193,7 +218,7 @@ class CompletionEngine:
 
     def complete(self, req: CompletionRequest) -> dict[str, Any]:
         """The whole completion as one OpenAI `text_completion` object."""
-        encoded, texts, events = self.run(req)
+        encoded, texts, events, extra = self.run(req)
         for _ in events:
             pass
         choices = [
@@ -202,11 +227,12 @@ class CompletionEngine:
         prompt, completion = sum(map(len, encoded)), sum(row.n_tokens for row in texts)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion,
                  "total_tokens": prompt + completion}  # fmt: skip
+        usage.update({key: value() for key, value in extra.items()})
         return {**self._header(), "choices": choices, "usage": usage}
 
     def stream(self, req: CompletionRequest) -> Iterator[str]:
         """Server-sent events: one `data: {chunk}` per step with new text, then `[DONE]`."""
-        _, texts, events = self.run(req)  # validation errors surface before streaming
+        _, texts, events, _ = self.run(req)  # validation errors surface before streaming
         header = self._header()
 
         def chunks() -> Iterator[str]:

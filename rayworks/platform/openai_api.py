@@ -39,6 +39,8 @@ class CompletionRequest(BaseModel):
     seed: int | None = None
     stream: bool = False
     echo: bool = False
+    kv_policy: str | None = Field(None, description="KV-cache policy (rayworks extension)")
+    kv_budget: int | None = Field(None, ge=1, description="KV entries kept per layer and head")
 
 
 class APIError(Exception):

@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from rayworks.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import resolve_model_dir
 from rayworks.platform.completion_engine import CompletionEngine
+from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import build_app
 
 APP_NAME = "rayworks"  # one app on route "/": serving again replaces it
@@ -30,8 +31,10 @@ APP_NAME = "rayworks"  # one app on route "/": serving again replaces it
 class CompletionServer:
     """The Serve replica (see `deployment`): loads the engine, then builds its HTTP app."""
 
-    def __init__(self, model_dir: str, name: str, api_key: str | None) -> None:
-        self.engine = CompletionEngine(model_dir, name)
+    def __init__(
+        self, model_dir: str, name: str, api_key: str | None, kv: dict | None = None
+    ) -> None:
+        self.engine = CompletionEngine(model_dir, name, KVServing(**(kv or {})))
         self.api_key = api_key
 
     def __serve_build_asgi_app__(self) -> FastAPI:
@@ -126,6 +129,7 @@ def serve_model(
     num_replicas: int = 1,
     model_name: str | None = None,
     blocking: bool = True,
+    kv: KVServing | None = None,
 ) -> str:
     """Serve `checkpoint` (model folder, checkpoint or run dir) and return its base URL.
 
@@ -133,10 +137,15 @@ def serve_model(
     CheckpointNotFoundError. Every replica loads the model from the same absolute path, so on
     a multi-node cluster the path must be visible to every node. `blocking=False` returns
     once `/health` answers; `blocking=True` prints the URL and serves until Ctrl-C.
+    `kv` sets the default KV-cache policy of requests (and the SpecKV draft model).
     """
     from rayworks.platform import cluster
 
     model_dir = checked_model_dir(checkpoint)  # fails here, before Ray, if anything is missing
+    kv = kv or KVServing()
+    kv.check()
+    if kv.draft is not None:
+        kv = kv.model_copy(update={"draft": str(resolve_model_dir(kv.draft).resolve())})
     name = model_name or default_model_name(checkpoint, model_dir)
     cluster.connect()
     from ray import serve
@@ -150,7 +159,7 @@ def serve_model(
         max_constructor_retry_count=2,  # a replica that cannot load fails the deploy fast
     )
     serve.run(
-        server.bind(str(model_dir), name, api_key),
+        server.bind(str(model_dir), name, api_key, kv.model_dump()),
         name=APP_NAME,
         route_prefix="/",
         blocking=False,

@@ -21,6 +21,7 @@ from rayworks.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
 from rayworks.platform import serve as rw_serve
 from rayworks.platform.completion_engine import TextRow
+from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.serve import base_url, default_model_name, serve_model
 
 KEY = "k"
@@ -104,6 +105,15 @@ def test_missing_checkpoint_fails_before_ray(tmp_path: Path, monkeypatch) -> Non
     (no_tokenizer / "config.json").write_text("{}")
     with pytest.raises(CheckpointNotFoundError, match="no tokenizer"):
         serve_model(no_tokenizer, blocking=False)
+
+
+def test_kv_settings_fail_before_ray(model_dir: Path, monkeypatch) -> None:
+    def forbidden(*args, **kwargs):
+        raise AssertionError("Ray must not be touched for bad KV settings")
+
+    monkeypatch.setattr("rayworks.platform.cluster.connect", forbidden)
+    with pytest.raises(RayworksError, match="--draft"):
+        serve_model(model_dir, blocking=False, kv=KVServing(policy="speckv", budget=4))
 
 
 def test_default_name_and_url(tmp_path: Path) -> None:
@@ -204,6 +214,16 @@ def test_other_errors(server) -> None:
 def test_max_tokens_is_capped_by_context(server) -> None:
     body = ok(server, prompt="a" * 120, max_tokens=1000, temperature=1.0, seed=0, stop=None)
     assert body["usage"]["completion_tokens"] <= 128 - 120
+
+
+def test_kv_policy_over_http_reports_the_memory_saved(server) -> None:
+    body = ok(server, prompt="the quick brown fox jumps", max_tokens=8, temperature=0,
+              kv_policy="snapkv", kv_budget=6)  # fmt: skip
+    kv = body["usage"]["kv_cache"]
+    assert kv["policy"] == "snapkv" and 0 < kv["bytes"] < kv["bytes_full"]
+    assert kv["bytes_saved"] == kv["bytes_full"] - kv["bytes"]
+    bad = complete(server, prompt="abc", kv_policy="speckv", kv_budget=6)
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "kv_policy"
 
 
 def test_greedy_is_deterministic(server) -> None:

@@ -84,7 +84,7 @@ class ModelServer:
         req = CompletionRequest(prompt=prompts, max_tokens=max_tokens, temperature=temperature,
                                 top_p=top_p, stop=stop or None)  # fmt: skip
         try:
-            _, texts, events = self.engine.run(req)
+            _, texts, events, _ = self.engine.run(req)
             for _ in events:
                 pass
         except APIError as err:

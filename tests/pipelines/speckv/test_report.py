@@ -1,0 +1,41 @@
+"""Paired differences, their CIs and the pass rule's guard against a target that fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from rayworks.pipelines.speckv.config import SpecKVConfig
+from rayworks.pipelines.speckv.evaluate import Outcome, PromptResult
+from rayworks.pipelines.speckv.report import paired_ci, paired_summary, table_rows
+
+
+def test_paired_ci_of_differences() -> None:
+    mean, lo, hi = paired_ci([1, 1, 0, 1], [0, 1, 0, 0])
+    assert mean == pytest.approx(0.5)
+    assert lo == pytest.approx(0.5 - 1.96 * 0.5773502691896258 / 2)
+    assert hi == pytest.approx(0.5 + 1.96 * 0.5773502691896258 / 2)
+
+
+def _result(full: bool, spec: bool, snap: bool, rec: tuple[float, float]) -> PromptResult:
+    r = PromptResult("recall", 40, full, timings={"kv_bytes_full": 100.0, "prefill_seconds": 1.0})
+    for c in (8, 16, 32, 64):
+        r.outcomes[("speckv", c)] = Outcome(spec, rec[0], 10.0)
+        r.outcomes[("snapkv", c)] = Outcome(snap, rec[1], 10.0)
+        r.outcomes[("speckv_weak", c)] = Outcome(snap, rec[1], 10.0)
+        r.outcomes[("oracle", c)] = Outcome(spec, rec[0], 10.0)
+    return r
+
+
+def test_pass_rule_needs_a_target_that_solves_something() -> None:
+    cfg = SpecKVConfig()
+    good = [_result(True, True, i % 2 == 0, (0.9, 0.5 + 0.01 * i)) for i in range(6)]
+    out = paired_summary(good, cfg)
+    assert out["acc_diff_c16"] == pytest.approx(0.5) and out["recall_diff_lo_c16"] > 0
+    assert out["pass_rule"] == 1.0 and out["accuracy"] == 1.0
+    vacuous = [_result(False, False, False, (0.9, 0.5 + 0.01 * i)) for i in range(6)]
+    assert paired_summary(vacuous, cfg)["pass_rule"] == 0.0
+    worse = [_result(True, False, True, (0.9, 0.5 + 0.01 * i)) for i in range(6)]
+    assert paired_summary(worse, cfg)["pass_rule"] == 0.0
+    rows = table_rows(good)
+    assert rows[0]["row"] == "full" and rows[0]["accuracy"] == 1.0
+    assert {(r["row"], r["budget"]) for r in rows[1:]} >= {("speckv", 8), ("snapkv", 64)}
