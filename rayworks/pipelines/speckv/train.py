@@ -57,6 +57,13 @@ class TrainConfig(Config):
         description="queries per training context (reconstructed: multi-query "
         "supervision; evaluation always asks one)",
     )
+    warm_context: int | None = Field(
+        None,
+        ge=8,
+        description="context length of the first `warm_steps` steps (reconstructed "
+        "curriculum: retrieval forms on short contexts within a CPU budget, then transfers)",
+    )
+    warm_steps: int = Field(0, ge=0, description="steps at `warm_context`")
     min_context_frac: float = Field(
         0.1,
         gt=0,
@@ -130,6 +137,8 @@ def train_model(
     model.train()
     for step in range(train.steps):
         length = rng.randint(round(train.min_context_frac * tasks.context_len), tasks.context_len)
+        if train.warm_context is not None and step < train.warm_steps:
+            length = train.warm_context
         sized = tasks.model_copy(update={"context_len": max(32, length)})
         batch = make_examples(sized, train.batch_size, rng.randrange(2**31))
         loss = answer_loss(model, *batch_tensors(tokenizer, batch, tasks, train.n_queries, rng))

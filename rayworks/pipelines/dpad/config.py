@@ -1,0 +1,142 @@
+"""Configs of the DPad pipelines (`dpad` and its baseline `dpad_vanilla`).
+
+Defaults follow the CPU reproduction recipe of methods/inference.md section 1 (reconstructed
+there), scaled to the budget: a 4-layer d=128 bidirectional Llama, LLaDA SFT, gen lengths
+64/128/256, block 16, DPad (k=3, a=2, W=64, ~21 kept suffix tokens), parallel tau = 0.9.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import Field, model_validator
+
+from rayworks.models import DecoderSpec
+from rayworks.pipelines.dpad.dropout import A_MAX
+from rayworks.pipelines.dpad.tasks import TaskConfig, answer_limit
+from rayworks.platform.config import Config, PipelineConfig
+
+DecoderName = Literal[
+    "vanilla", "vanilla_et", "dpad_et", "dpad_det_et", "dpad_uniform_et", "w0_et",
+    "parallel", "parallel_et", "parallel_dpad_et", "parallel_cache_et", "parallel_cache_dpad_et",
+]  # fmt: skip
+GRID: list[DecoderName] = list(get_args(DecoderName))
+
+
+class TrainConfig(Config):
+    """LLaDA SFT of the masked diffusion LM (recipe: AdamW 1e-3, batch 32, ~800 steps)."""
+
+    steps: int = Field(
+        550, ge=1, description="optimizer steps (recipe: ~800; scaled to the budget)"
+    )
+    batch_size: int = Field(32, ge=1, description="sequences per step (recipe: 32)")
+    lr: float = Field(
+        2e-3,
+        gt=0,
+        le=1,
+        description="AdamW peak learning rate (recipe: 1e-3; 2e-3 for fewer steps)",
+    )
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    warmup: int = Field(20, ge=0, description="linear warm-up steps, then cosine decay to 10%")
+    mixed_lengths: bool = Field(
+        True,
+        description="each batch's gen length drawn from gen_lengths (reconstructed; False: "
+        "always the largest, the recipe's 'train at the largest gen_length')",
+    )
+    inverse_length: bool = Field(
+        True,
+        description="draw gen length g with probability ~ 1/g (reconstructed: equal compute "
+        "per length; False: uniform over gen_lengths)",
+    )
+    stratified_t: bool = Field(
+        True,
+        description="one t per stratum of the batch (reconstructed, MDLM's low-discrepancy "
+        "sampler; False: i.i.d. U(0, 1), LLaDA)",
+    )
+
+
+class DropoutConfig(Config):
+    """DPad keep profile p(i) = a * phi(k i / (W - 1)), i < W (paper: k, a, W per task)."""
+
+    window: int = Field(64, ge=0, description="W: suffix window (0 = no suffix at all)")
+    k: float = Field(3.0, gt=0, description="Gaussian width: the window end sits at k sigma")
+    a: float = Field(2.0, gt=0, le=A_MAX, description="scale; a <= 2.5066 keeps p(0) <= 1")
+
+
+class DPadConfig(PipelineConfig):
+    """Train one masked diffusion LM, then decode the same test prompts with every decoder
+    of `decoders` at every gen length. `method` is the decoder the headline is read from."""
+
+    presets = {
+        "smoke": {
+            "model": {"d_model": 48, "n_layer": 2, "n_head": 4, "ffn_mult": 2.0},
+            "train": {"steps": 100, "batch_size": 32, "lr": 3e-3, "warmup": 10},
+            "gen_lengths": [32, 64],
+            "block_length": 16,
+            "n_test": 12,
+            "dropout": {"window": 32, "k": 3.0, "a": 2.0},
+            "num_threads": 1,
+        },
+    }  # fmt: skip
+
+    model: DecoderSpec = Field(
+        default_factory=lambda: DecoderSpec(
+            d_model=128, n_layer=4, n_head=4, ffn_mult=4.0, max_seq_len=320
+        ),
+        description="bidirectional Llama size (recipe: 4 layers, d=128, 4 heads, FFN 512)",
+    )
+    data: TaskConfig = Field(
+        default_factory=lambda: TaskConfig(min_digits=4, max_digits=8),
+        description="synthetic SFT tasks (recipe: 8-16 digits; 4-8 to fit the budget)",
+    )
+    train: TrainConfig = Field(default_factory=TrainConfig, description="SFT of the model")
+    gen_lengths: list[int] = Field(
+        default_factory=lambda: [64, 128, 256], description="generation lengths evaluated"
+    )
+    block_length: int = Field(16, ge=1, description="semi-AR block (recipe 16; paper 32)")
+    n_test: int = Field(32, ge=1, description="test prompts (same for every decoder)")
+    eval_batch: int = Field(32, ge=1, description="prompts decoded together")
+    threshold: float = Field(0.9, gt=0, lt=1, description="parallel decoding tau (Fast-dLLM)")
+    dropout: DropoutConfig = Field(default_factory=DropoutConfig, description="DPad profile")
+    decoders: list[DecoderName] = Field(
+        default_factory=lambda: list(GRID), description="decoders evaluated (vanilla needed)"
+    )
+    method: DecoderName = Field("dpad_et", description="decoder whose numbers are the headline")
+    num_threads: int = Field(2, ge=1, le=64, description="torch.set_num_threads")
+
+    @model_validator(mode="after")
+    def _check(self) -> DPadConfig:
+        if not self.gen_lengths:
+            raise ValueError("gen_lengths must hold at least one length")
+        for g in self.gen_lengths:
+            if g % self.block_length:
+                raise ValueError(
+                    f"gen_lengths entry {g} is not a multiple of block_length={self.block_length}"
+                )
+            if g < answer_limit(self.data):
+                raise ValueError(
+                    f"gen_lengths entry {g} is shorter than the longest answer + EOS "
+                    f"({answer_limit(self.data)} for data.max_digits={self.data.max_digits})"
+                )
+        top = max(self.gen_lengths) + 3 + max(self.data.max_digits, 9)
+        if top > self.model.max_seq_len:
+            raise ValueError(
+                f"model.max_seq_len={self.model.max_seq_len} is below prompt + largest gen "
+                f"length ({top})"
+            )
+        for needed in ("vanilla", self.method):
+            if needed not in self.decoders:
+                raise ValueError(f"decoders must include {needed!r} (got {self.decoders})")
+        return self
+
+
+class DPadVanillaConfig(DPadConfig):
+    """The baseline: full suffix attention, one token per step, no early termination; the
+    same cached model, prompts and seed as `dpad` (its grid is only vanilla +/- ET)."""
+
+    presets = DPadConfig.presets
+
+    decoders: list[DecoderName] = Field(
+        default_factory=lambda: ["vanilla", "vanilla_et"], description="decoders evaluated"
+    )
+    method: DecoderName = Field("vanilla", description="decoder whose numbers are the headline")

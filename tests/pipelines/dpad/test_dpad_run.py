@@ -1,0 +1,52 @@
+"""`dpad` end to end through the CLI (smoke), the shared model cache, and config errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rayworks.errors import ConfigError
+from rayworks.pipelines.dpad.config import GRID, DPadConfig, DPadVanillaConfig
+from rayworks.pipelines.dpad.pipeline import run_grid
+from rayworks.platform.config import build_config
+from rayworks.platform.context import RunContext
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError, match="gen_lengths entry 40"):
+        build_config(DPadConfig, "smoke", (), ["gen_lengths=[40,64]"])
+    with pytest.raises(ConfigError, match=r"dropout\.a"):
+        build_config(DPadConfig, "smoke", (), ["dropout.a=3.0"])
+    with pytest.raises(ConfigError, match="decoders"):
+        build_config(DPadConfig, "smoke", (), ["decoders=[dpad_et]"])
+    with pytest.raises(ConfigError, match="wrong_decoder"):
+        build_config(DPadConfig, "smoke", (), ["method=wrong_decoder"])
+    with pytest.raises(ConfigError, match="max_seq_len"):
+        build_config(DPadConfig, "default", (), ["model.max_seq_len=64"])
+    assert build_config(DPadVanillaConfig, "smoke", (), []).decoders == ["vanilla", "vanilla_et"]
+
+
+def test_smoke_run_and_baseline_share_the_cached_model(cli, cli_env) -> None:
+    """`dpad` through the CLI; the baseline in process on the same runs folder (its cache)."""
+    cli(["run", "dpad", "--preset", "smoke", "--no-progress"])
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    cfg = build_config(DPadVanillaConfig, "smoke", (), [])
+    base = run_grid(cfg, RunContext.create("dpad_vanilla", cfg, runs_dir=runs))
+    assert len(list((runs / "cache" / "dpad_model").glob("*/artifacts/model/config.json"))) == 1
+    [summary] = [json.loads(p.read_text()) for p in runs.glob("dpad/*/summary.json")]
+    assert summary["status"] == "completed"
+    assert summary["accuracy"] == summary["accuracy_g64"]
+    assert summary["accuracy_vanilla"] == base["accuracy"]  # same model, prompts, seed
+    assert summary["vanilla_nfe_g64"] == 64.0  # one token per step, no ET
+    assert summary["speedup_tokens_vs_vanilla_et"] > 1.0  # DPad feeds fewer tokens
+    assert summary["w0_et_tokens_g64"] < summary["dpad_et_tokens_g64"]
+    assert summary["speedup_pairs_vs_vanilla"] > summary["speedup_tokens_vs_vanilla"]
+    assert base["speedup_tokens_vs_vanilla"] == 1.0
+    [art] = list(runs.glob("dpad/*/artifacts"))
+    rows = [json.loads(line) for line in (art / "grid.jsonl").read_text().splitlines()]
+    assert [r["gen_length"] for r in rows] == [32, 64]
+    assert all(f"{name}/acc" in rows[0] for name in GRID)
+    assert (art / "grid.png").stat().st_size > 0
+    assert "parallel_cache_dpad_et" in (art / "grid.md").read_text()
