@@ -19,7 +19,7 @@ import torch
 from rayworks.models.diffusion_lm import build_diffusion_lm, diffusion_sft_loss
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.tasks import BOS, EOS, MASK, PAD, VOCAB_SIZE, make_batch
-from rayworks.pipelines.rl.base import digest, locked_build
+from rayworks.platform.build_cache import digest, locked_build
 from rayworks.platform.config import to_yaml
 from rayworks.platform.context import RunContext
 

@@ -26,10 +26,10 @@ from safetensors.torch import load_file, save_file
 from rayworks.models import decoder_for, load_causal_lm
 from rayworks.pipelines.lestd.config import StdlibLMConfig
 from rayworks.pipelines.lm.config import LMConfig
-from rayworks.pipelines.lm.data import batch_rows, prepare
+from rayworks.pipelines.lm.data import prepare
 from rayworks.pipelines.lm.evaluate import loss_sum
-from rayworks.pipelines.lm.train_loop import lr_at
-from rayworks.pipelines.rl.base import digest, locked_build
+from rayworks.pipelines.lm.plain import plain_steps
+from rayworks.platform.build_cache import digest, locked_build
 
 
 def stdlib_files(n_files: int, max_file_kb: int) -> list[str]:
@@ -65,23 +65,13 @@ def train(cfg: LMConfig, out: Path) -> dict[str, float]:
     tokenizer, data = prepare(cfg)
     torch.manual_seed(cfg.seed)
     model = decoder_for(cfg.model, tokenizer)
-    t = cfg.train
-    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "train_log.jsonl").open("w")
-    for step in range(t.max_steps):
-        rows = batch_rows(len(data.train_ids), t.batch_size, cfg.seed, step)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = model(input_ids=data.train_ids[rows], labels=data.train_labels[rows]).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        opt.step()
-        if (step + 1) % 50 == 0 or step + 1 == t.max_steps:
+    for step, loss, _ in plain_steps(model, data, cfg):
+        if (step + 1) % 50 == 0 or step + 1 == cfg.train.max_steps:
             elapsed = time.perf_counter() - started
-            log.write(json.dumps({"step": step + 1, "loss": float(loss), "s": elapsed}) + "\n")
+            log.write(json.dumps({"step": step + 1, "loss": loss, "s": elapsed}) + "\n")
             log.flush()
     log.close()
     model.eval()

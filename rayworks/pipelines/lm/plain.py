@@ -8,13 +8,14 @@ DDP, no checkpoints. `rayworks bench lm` compares the two (quality should match)
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import torch
 
 from rayworks.data.tasks import get_task
 from rayworks.models import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
-from rayworks.pipelines.lm.data import batch_rows, prepare
+from rayworks.pipelines.lm.data import LMData, batch_rows, prepare
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 from rayworks.pipelines.lm.train_loop import lr_at
 from rayworks.platform.context import RunContext
@@ -24,6 +25,26 @@ from rayworks.platform.registry import pipeline
 def plain_threads(cfg: LMConfig) -> int:
     """The same CPU budget as the Ray run: workers x threads per worker."""
     return cfg.train.num_workers * cfg.train.threads_per_worker
+
+
+def plain_steps(
+    model: torch.nn.Module, data: LMData, cfg: LMConfig
+) -> Iterator[tuple[int, float, int]]:
+    """The plain loop's optimizer steps, with `lm`'s batch order and schedule: yields
+    (step index, loss, rows in the batch) after each step."""
+    t = cfg.train
+    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    for step in range(t.max_steps):
+        rows = batch_rows(len(data.train_ids), t.batch_size, cfg.seed, step)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = model(input_ids=data.train_ids[rows], labels=data.train_labels[rows]).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        opt.step()
+        yield step, float(loss.detach()), len(rows)
 
 
 class PlainLMConfig(LMConfig):
@@ -41,23 +62,11 @@ def run(cfg: PlainLMConfig, ctx: RunContext) -> dict[str, float]:
     ctx.progress(cfg.train.max_steps, "lm_plain")
     ctx.seed_everything()
     model = decoder_for(cfg.model, tokenizer)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
-    )
     t, seq_len = cfg.train, data.train_ids.shape[1]
     window, tokens, started, last = [], 0, time.perf_counter(), {}
-    for step in range(t.max_steps):
-        rows = batch_rows(len(data.train_ids), t.batch_size, cfg.seed, step)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = model(input_ids=data.train_ids[rows], labels=data.train_labels[rows]).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if t.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        opt.step()
-        window.append(float(loss.detach()))
-        tokens += len(rows) * seq_len
+    for step, loss, n_rows in plain_steps(model, data, cfg):
+        window.append(loss)
+        tokens += n_rows * seq_len
         if (step + 1) % t.log_every == 0 or step + 1 == t.max_steps:
             elapsed = time.perf_counter() - started
             last = {

@@ -24,9 +24,9 @@ import torch
 from rayworks.data.tasks import Example, get_task
 from rayworks.models import TokenizerSpec, train_tokenizer
 from rayworks.models.vlm import IMAGE_TOKEN, VLMSpec, build_vlm, pixel_values
-from rayworks.pipelines.rl.base import digest, locked_build
 from rayworks.pipelines.rl.config import SFTConfig
 from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
+from rayworks.platform.build_cache import digest, locked_build
 
 Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, attention mask, labels
 IGNORE = -100

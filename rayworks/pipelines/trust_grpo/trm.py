@@ -36,10 +36,10 @@ from rayworks.errors import ConfigError
 from rayworks.models import load_causal_lm
 from rayworks.models.vlm import IMAGE_TOKEN, load_processor, pixel_values
 from rayworks.pipelines.rl.algo import masked_corr
-from rayworks.pipelines.rl.base import digest, locked_build
 from rayworks.pipelines.rl.rewards import RewardFn, register_reward
 from rayworks.pipelines.trust_grpo.config import TRMConfig
 from rayworks.pipelines.trust_grpo.policy import optimizer_step
+from rayworks.platform.build_cache import digest, locked_build
 
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 HEAD_FILE = "score_head.safetensors"
