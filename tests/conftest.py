@@ -187,6 +187,46 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     return build
 
 
+@pytest.fixture
+def tiny_llama():
+    """A tiny random Llama (4 heads of d_h = 8; LeSTD unit tests), one torch thread."""
+    import torch
+
+    from rayworks.models import DecoderSpec, build_decoder
+
+    torch.set_num_threads(1)  # tiny SVDs and matmuls gain nothing from threads
+    torch.manual_seed(0)
+    spec = DecoderSpec(d_model=32, n_layer=2, n_head=4, ffn_mult=2.0, max_seq_len=32)
+    model = build_decoder(spec, vocab_size=40).eval()
+    model.config.use_cache = False
+    return model
+
+
+@pytest.fixture
+def tiny_vit():
+    """A tiny random ViT with non-trivial biases (Vulcan unit tests), one torch thread."""
+    import torch
+
+    from rayworks.models.vit import ViT, ViTSpec
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = ViT(ViTSpec(d_model=16, n_layer=2, n_head=2, ffn_dim=24))
+    with torch.no_grad():  # every bias path is exercised
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
+@pytest.fixture
+def images():
+    """Six random 16x16 single-channel images in [0, 1]."""
+    import torch
+
+    return torch.rand(6, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`gpu` tests skip cleanly, with the reason, where CUDA is absent (CI, laptops)."""
     import torch
