@@ -48,6 +48,11 @@ class TrainConfig(Config):
         description="draw gen length g with probability ~ 1/g (reconstructed: equal compute "
         "per length; False: uniform over gen_lengths)",
     )
+    extra_lengths: list[int] = Field(
+        default_factory=list,
+        description="more gen lengths to train at besides gen_lengths (reconstructed: a short "
+        "one, e.g. 16, keeps the digits a real share of the loss instead of the EOS padding)",
+    )
     stratified_t: bool = Field(
         True,
         description="one t per stratum of the batch (reconstructed, MDLM's low-discrepancy "
@@ -118,6 +123,12 @@ class DPadConfig(PipelineConfig):
                     f"gen_lengths entry {g} is shorter than the longest answer + EOS "
                     f"({answer_limit(self.data)} for data.max_digits={self.data.max_digits})"
                 )
+        short = [g for g in self.train.extra_lengths if g < answer_limit(self.data)]
+        if short:
+            raise ValueError(
+                f"train.extra_lengths {short} are shorter than the longest answer + EOS "
+                f"({answer_limit(self.data)})"
+            )
         top = max(self.gen_lengths) + 3 + max(self.data.max_digits, 9)
         if top > self.model.max_seq_len:
             raise ValueError(

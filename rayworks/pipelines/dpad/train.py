@@ -57,6 +57,7 @@ def train_model(cfg: DPadConfig, ctx: RunContext, out: Path) -> dict[str, float]
         model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
     )
     lengths = sorted(cfg.gen_lengths) if cfg.train.mixed_lengths else [max(cfg.gen_lengths)]
+    lengths = sorted({*lengths, *cfg.train.extra_lengths})
     weights = np.array([1.0 / g if cfg.train.inverse_length else 1.0 for g in lengths])
     weights /= weights.sum()
     ctx.progress(cfg.train.steps, "dpad: LLaDA SFT of the masked diffusion LM")

@@ -25,6 +25,8 @@ def test_config_errors_name_the_key() -> None:
         build_config(DPadConfig, "smoke", (), ["method=wrong_decoder"])
     with pytest.raises(ConfigError, match="max_seq_len"):
         build_config(DPadConfig, "default", (), ["model.max_seq_len=64"])
+    with pytest.raises(ConfigError, match=r"train\.extra_lengths \[4\]"):
+        build_config(DPadConfig, "smoke", (), ["train.extra_lengths=[4]"])
     assert build_config(DPadVanillaConfig, "smoke", (), []).decoders == ["vanilla", "vanilla_et"]
 
 
