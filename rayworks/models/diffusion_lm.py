@@ -32,14 +32,25 @@ KIND = "masked_diffusion"
 
 
 def build_diffusion_lm(
-    spec: DecoderSpec, vocab_size: int, mask_id: int, bos: int, eos: int, pad: int
+    spec: DecoderSpec,
+    vocab_size: int,
+    mask_id: int,
+    bos: int,
+    eos: int,
+    pad: int,
+    init_std: float | None = None,
 ) -> PreTrainedModel:
-    """A randomly initialised Llama used as a bidirectional masked diffusion LM."""
+    """A randomly initialised Llama used as a bidirectional masked diffusion LM.
+
+    `init_std` sets the weights' initial std (None: HF Llama's 0.02); at d ~ 100 a larger
+    one (d^-1/2) makes attention logits non-negligible from the start."""
     if not 0 <= mask_id < vocab_size:
         raise ValueError(f"mask_id={mask_id} is outside the vocabulary [0, {vocab_size})")
     config = llama_config(spec, vocab_size, bos, eos, pad)
     config.rayworks_kind = KIND
     config.mask_token_id = mask_id
+    if init_std is not None:
+        config.initializer_range = init_std
     return LlamaForCausalLM(config)
 
 

@@ -48,6 +48,9 @@ class TrainConfig(Config):
         description="draw gen length g with probability ~ 1/g (reconstructed: equal compute "
         "per length; False: uniform over gen_lengths)",
     )
+    init_std: float | None = Field(
+        None, gt=0, description="initial weight std (None: HF Llama's 0.02)"
+    )
     extra_lengths: list[int] = Field(
         default_factory=list,
         description="more gen lengths to train at besides gen_lengths (reconstructed: a short "

@@ -52,7 +52,9 @@ def train_model(cfg: DPadConfig, ctx: RunContext, out: Path) -> dict[str, float]
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    model = build_diffusion_lm(cfg.model, VOCAB_SIZE, MASK, BOS, EOS, PAD).train()
+    model = build_diffusion_lm(
+        cfg.model, VOCAB_SIZE, MASK, BOS, EOS, PAD, init_std=cfg.train.init_std
+    ).train()
     opt = torch.optim.AdamW(
         model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay
     )
