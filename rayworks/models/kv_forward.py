@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 MaskMode = Literal["causal", "none"]
 # record(layer, probs): probs are [B, n_heads, rows, keys] softmax rows of the recorded queries
@@ -114,8 +115,6 @@ def _attention(
     record: Recorder | None,
     record_rows: slice,
 ) -> Tensor:
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
     b, t, _ = h.shape
     hd = attn.head_dim
     q = attn.q_proj(h).view(b, t, -1, hd).transpose(1, 2)
