@@ -1,0 +1,49 @@
+"""fan_out: results in call order, in-process and as Ray tasks; a failing piece fails the call."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rayworks.platform.fanout import fan_out
+
+
+def _make_piece():
+    """A closure, so Ray ships it by value (a test module is not importable in workers)."""
+
+    def piece(x: int, fail: bool = False) -> tuple[int, int, int]:
+        import os
+
+        import torch
+
+        if fail:
+            raise ValueError(f"piece {x} failed")
+        return x * x, torch.get_num_threads(), os.getpid()
+
+    return piece
+
+
+_piece = _make_piece()
+
+
+def test_in_process_without_ray_keeps_order_and_reports_each_piece(monkeypatch) -> None:
+    import ray
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    seen: list[int] = []
+    out = fan_out(_piece, [{"x": 3}, {"x": 1}, {"x": 2}], threads=1,
+                  on_done=lambda i, r: seen.append(i))  # fmt: skip
+    assert [r[0] for r in out] == [9, 1, 4]
+    assert seen == [0, 1, 2] and {r[2] for r in out} == {os.getpid()}
+
+
+def test_as_ray_tasks_keeps_order_pins_threads_and_fails_loudly(ray_session) -> None:
+    seen: list[int] = []
+    out = fan_out(_piece, [{"x": i} for i in range(5)], threads=1,
+                  on_done=lambda i, r: seen.append(i))  # fmt: skip
+    assert [r[0] for r in out] == [0, 1, 4, 9, 16]
+    assert {r[1] for r in out} == {1} and os.getpid() not in {r[2] for r in out}
+    assert sorted(seen) == list(range(5))
+    with pytest.raises(Exception, match="piece 2 failed"):
+        fan_out(_piece, [{"x": 1}, {"x": 2, "fail": True}])
