@@ -64,12 +64,15 @@ def remote_run(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> Any:
     """Start the pipeline in a Ray worker and return its ObjectRef (bench fans these out).
 
     A `task` pipeline's worker holds its declared resources; a `job` pipeline's driver
-    holds none (its trainers and actors reserve their own).
+    holds none (its trainers and actors reserve their own). Every run gets a fresh worker
+    process (`max_calls=1`): a bench runs many pipelines back to back, and a worker reused
+    after another pipeline (its threads, imported modules, Ray function table) once hung
+    in Ray's function fetch for minutes in `make demo`; a new process costs about a second.
     """
     import ray
 
     opts = _remote_options(resources_of(spec, cfg)) if spec.kind == "task" else {"num_cpus": 0}
-    fn = ray.remote(max_retries=0)(_run_in_worker)
+    fn = ray.remote(max_retries=0, max_calls=1)(_run_in_worker)
     return fn.options(**opts).remote(spec.name, cfg.model_dump(mode="json"), ctx)
 
 
