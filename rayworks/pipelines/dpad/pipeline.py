@@ -2,7 +2,7 @@
 
 DPad (Chen et al., "DPad: Efficient Diffusion Language Models with Suffix Dropout", ICLR
 2026, arXiv 2508.14148). One run trains (or reuses, by config hash) a tiny LLaDA-style
-masked diffusion LM on synthetic reverse / sort / reversed-sum tasks, then decodes the same
+masked diffusion LM on synthetic copy / LSB-first addition tasks, then decodes the same
 `n_test` prompts with every decoder of `decoders` at every gen length:
 
     vanilla             full suffix, one token per step, low-confidence remasking
