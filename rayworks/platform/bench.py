@@ -415,6 +415,15 @@ def write_outputs(out_dir: Path, data: dict[str, Any]) -> str:
 ROLE_COLORS = {"method": "tab:blue", "baseline": "tab:gray", "ablation": "tab:orange"}
 
 
+def _finite(value: Any, default: float | None = None) -> float | None:
+    """`value` as a float when it is a finite number, else `default` (NaN, None, "nan")."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) else default
+
+
 def plot(path: Path, data: dict[str, Any]) -> None:
     """Bar per arm: mean with its 95% CI, each seed's value as a dot."""
     from matplotlib.figure import Figure
@@ -423,13 +432,21 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     tilted = len(names) > 4 or max(map(len, names)) > 16  # long arm names would overlap
     fig = Figure(figsize=(1.6 + 1.4 * len(names), 4.6 if tilted else 3.2))
     ax = fig.add_subplot()
-    means = [r["mean"] for r in data["arms"]]
-    errs = [[m - r["ci95"][0] for m, r in zip(means, data["arms"], strict=True)],
-            [r["ci95"][1] - m for m, r in zip(means, data["arms"], strict=True)]]  # fmt: skip
+    # an arm whose headline is undefined (e.g. "iterations to 1%" never reached) gets no
+    # bar and an "n/a" mark instead of breaking the chart
+    means = [_finite(r["mean"]) for r in data["arms"]]
+    errs: list[list[float]] = [[], []]
+    for m, row in zip(means, data["arms"], strict=True):
+        lo, hi = (0.0, 0.0) if m is None else (_finite(c, m) for c in row["ci95"])
+        errs[0].append(0.0 if m is None else m - lo)
+        errs[1].append(0.0 if m is None else hi - m)
     colors = [ROLE_COLORS[r["role"]] for r in data["arms"]]
-    ax.bar(names, means, yerr=errs, capsize=6, color=colors)
+    ax.bar(names, [0.0 if m is None else m for m in means], yerr=errs, capsize=6, color=colors)
     for i, row in enumerate(data["arms"]):
-        ax.scatter([i] * len(row["values"]), row["values"], color="black", s=12, zorder=3)
+        values = [v for v in map(_finite, row["values"]) if v is not None]
+        ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
+        if means[i] is None:
+            ax.annotate("n/a", (i, 0), ha="center", va="bottom", color="dimgray")
     if tilted:
         ax.tick_params(axis="x", labelrotation=25)
         for label in ax.get_xticklabels():

@@ -323,3 +323,14 @@ def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
     )
     assert (tmp_path / "out" / "curve_reward_hack.png").read_bytes()[:8] == PNG_SIG
     assert not (tmp_path / "out" / "curve_never_logged.png").exists()
+
+
+def test_an_arm_whose_headline_is_undefined_still_gets_a_chart(tmp_path):
+    """An arm that never reaches its target (headline NaN) is drawn as "n/a", not a crash."""
+    data = bench.summarize(
+        "m", "iters", "min", [("m", "method"), ("b", "baseline")],
+        {"m": [3.0, 4.0], "b": [math.nan, math.nan]}, "rayworks bench m", [],
+    )  # fmt: skip
+    out = tmp_path / "bench" / "m" / "20260101-000000-nan"
+    bench.write_outputs(out, data)
+    assert (out / "bench.png").read_bytes()[:8] == PNG_SIG
