@@ -1,0 +1,105 @@
+"""One piece of a `gdr` run = one solver with one setting on one instance (a pure function
+that `fan_out` sends to a Ray task). Arms: `lewis` / `euclid` (ball-oracle trust region,
+`ball_oracle.py`), `ipm` (log-barrier IPM; `ipm_short` = the theory's short-step
+schedule μ = 1 + 1/√m, reconstructed constant), `firstorder` (subgradient fixed / 1/√t and
+smoothed GD / heavy-ball / Nesterov, `baselines.py`), and `interp` (p-interpolation).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rayworks.pipelines.gdr.ball_oracle import OracleOptions, accelerated, geometry, trust_region
+from rayworks.pipelines.gdr.baselines import (
+    cvxpy_optimum,
+    log_barrier_ipm,
+    smoothed_first_order,
+    subgradient,
+)
+from rayworks.pipelines.gdr.interpolation import interpolation_solve
+from rayworks.pipelines.gdr.problem import (
+    GroupData,
+    SyntheticSpec,
+    duplicate,
+    erm,
+    group_losses,
+    synthetic,
+)
+from rayworks.pipelines.gdr.trace import Trace, gap_ratio, summarize
+
+
+def instance(data: dict[str, Any], seed: int, m: int | None = None, k: int = 1) -> GroupData:
+    """The synthetic instance of `data` (a `DataConfig` dump), optionally with m groups,
+    every group duplicated k times."""
+    spec = SyntheticSpec(**{**data, **({"m": m} if m else {})})
+    return duplicate(synthetic(spec, seed), k)
+
+
+def grid(arm: str, cfg: Any) -> list[dict[str, Any]]:
+    """The small tuning grid of one arm (`cfg` a `GDRConfig`)."""
+    o, b = cfg.oracle, cfg.baselines
+    if arm in ("lewis", "euclid"):
+        return [{"eps_rel": e, "radius_rel": r} for e in o.eps_rels for r in o.radius_rels]
+    if arm == "ipm":
+        return [{"mu": mu} for mu in b.ipm_mus]
+    return [{"variant": f"subgrad_{s}", "eta": eta} for s in ("fixed", "sqrt")
+            for eta in b.subgrad_etas] + [
+        {"variant": v, "step_mult": c} for v in ("gd", "heavy_ball", "nesterov")
+        for c in b.fo_step_mults
+    ]  # fmt: skip
+
+
+def _solve(arm: str, p: dict[str, Any], data: GroupData, x0: np.ndarray, cfg: Any) -> Trace:
+    trace = Trace()
+    o, b = cfg["oracle"], cfg["baselines"]
+    if arm in ("lewis", "euclid"):
+        opts = OracleOptions(eps_rel=p["eps_rel"], radius_rel=p["radius_rel"],
+                             shrink=o["shrink"], reg_coef=o["reg_coef"],
+                             max_newton=o["max_newton"], newton_tol=o["newton_tol"],
+                             lewis_log_factor=o["lewis_log_factor"])  # fmt: skip
+        folded = data.folded()
+        M = geometry(folded, arm, opts.lewis_log_factor)  # Lewis weights are in the timing
+        solver = accelerated if o["accelerate"] else trust_region
+        return solver(folded, M, x0, opts, o["outer_iters"], trace)
+    if arm in ("ipm", "ipm_short"):
+        mu = p["mu"] if arm == "ipm" else 1 + 1 / math.sqrt(data.m)
+        return log_barrier_ipm(data, x0, mu, b["ipm_max_newton"], trace, b["ipm_gap_tol"])
+    variant = p["variant"]
+    if variant.startswith("subgrad_"):
+        schedule = variant.removeprefix("subgrad_")
+        return subgradient(data, x0, p["eta"], schedule, b["fo_iters"], trace)
+    return smoothed_first_order(data, x0, variant, p["step_mult"], b["fo_eps_rel"],
+                                b["fo_iters"], trace, b["momentum"])  # fmt: skip
+
+
+def solve_piece(
+    arm: str,
+    params: dict[str, Any],
+    cfg: dict[str, Any],
+    opt: float | None = None,
+    m: int | None = None,
+    k: int = 1,
+) -> dict[str, Any]:
+    """Run one arm with one setting from the ERM warm start; OPT by cvxpy when not given.
+
+    Returns the `summarize` numbers plus the best-so-far gap curve against iterations and
+    seconds (for the plots)."""
+    data = instance(cfg["data"], cfg["seed"], m, k)
+    if opt is None:
+        opt = cvxpy_optimum(data)[1]
+    x0 = erm(data)
+    trace = _solve(arm, params, data, x0, cfg)
+    out = summarize(trace, opt, cfg["target"])
+    curve = gap_ratio(trace.best_so_far(), opt)
+    return {"arm": arm, "params": params, "m": data.m, "k": k, "opt": opt, **out,
+            "curve": curve.tolist(), "curve_seconds": list(trace.seconds)}  # fmt: skip
+
+
+def interp_piece(p: float, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Worst-group and average loss of the p-interpolation minimiser."""
+    data = instance(cfg["data"], cfg["seed"])
+    losses = group_losses(data, interpolation_solve(data, p))
+    return {"p": p, "worst": float(losses.max()), "average": float(losses.mean())}

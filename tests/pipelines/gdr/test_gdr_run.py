@@ -1,0 +1,28 @@
+"""`gdr` end to end through the CLI (smoke preset): records, summary, table and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def test_smoke_run_through_cli(cli, cli_env) -> None:
+    cli(["run", "gdr", "--preset", "smoke", "--no-progress"])
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    [run] = list(runs.glob("gdr/*/"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    arms = {r["arm"] for r in rows if "arm" in r}
+    assert arms == {"lewis", "euclid", "ipm", "ipm_short", "firstorder"}
+    assert len(rows) == 2 + 2 + 1 + 5 + 3 * 2 + 2 * 2 + 2  # grid pieces + extras
+    assert all(r["final_gap"] > -1e-4 for r in rows if "final_gap" in r)
+    assert summary["iters_to_1pct"] <= summary["iterations"] <= 20
+    assert summary["pass_rule"] in (0.0, 1.0) and summary["opt"] < summary["F0"]
+    assert summary["p2_worst"] >= summary["opt"] and not math.isnan(summary["ipm_final_gap"])
+    table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
+    assert {t["p"] for t in table if "p" in t} == {2.0, 4.0}
+    assert "| lewis |" in (run / "artifacts/table.md").read_text()
+    for name in ("gap_vs_iter", "gap_vs_time", "iters_vs_k"):
+        assert (run / f"artifacts/{name}.png").stat().st_size > 1000
