@@ -1,0 +1,175 @@
+"""Configs of `attnrow` (the classical analogue of the quantum attention-row structure) and
+its baselines `attnrow_uniform` (uniform-landmark Nyström), `attnrow_performer`.
+
+    rayworks run attnrow --preset smoke
+    rayworks bench attnrow --preset default --seeds 1
+
+Sizes follow the science card §2 CPU recipe (reconstructed), scaled to the budget: input
+(b) has d = 32 and n up to 16384; input (a) is one d_h = 16 head of the `lestd` stdlib LM
+(the card's d = 32 LM is not on the platform). Every choice beyond the abstract is
+reconstructed and is a key below.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rayworks.pipelines.lestd.config import StdlibLMConfig
+from rayworks.platform.config import Config, PipelineConfig
+
+Method = Literal["analogue", "rls_nystrom", "uniform_nystrom", "performer"]
+
+
+class SyntheticConfig(Config):
+    """Input (b): clustered tokens whose kernel spectrum does not depend on n."""
+
+    d: int = Field(32, ge=2, description="head dimension (card: 32)")
+    clusters: int = Field(8, ge=1, description="number of token clusters C")
+    center_logit: float = Field(
+        3.0, gt=0, description="own-centre logit ‖c‖²/√d: how peaked attention is"
+    )
+    spread: float = Field(
+        0.1, ge=0, description="within-cluster noise std relative to ‖c‖/√d per coordinate"
+    )
+    value_noise: float = Field(0.5, ge=0, description="std of V around its cluster mean")
+
+
+class RLSConfig(Config):
+    """Recursive RLS (Musco & Musco 2017, Alg. 2), simplified (reconstructed)."""
+
+    oversample: float = Field(
+        4.0, gt=0, description="keep-probability factor, replaces 16·log(Σl̃/δ)"
+    )
+    leaf_size: int = Field(256, ge=8, description="stop halving at this many points")
+
+
+class LMInputConfig(Config):
+    """Input (a): one head of the stdlib char LM (reported, not gated)."""
+
+    enabled: bool = Field(True, description="also evaluate on LM q/k/v")
+    lm: StdlibLMConfig = Field(default_factory=StdlibLMConfig)
+    folder: str | None = Field(
+        None,
+        description="an already trained LM folder to load instead (e.g. the `lestd` cache "
+        "runs/cache/lestd_lm/lm-<hash>); None = train `lm` once, cached",
+    )
+    layer: int = Field(2, ge=0, description="decoder layer whose q/k/v are captured (card: 2)")
+    head: int = Field(0, ge=0, description="attention head captured")
+    n: int = Field(2048, ge=16, description="tokens of held-out text (rows concatenated)")
+
+
+class AttnRowConfig(PipelineConfig):
+    """Sweeps of one attention-row method on inputs (b) and (a); one record per piece."""
+
+    presets = {
+        "smoke": {
+            "n_ref": 512, "n_grid": [256, 512, 1024], "spectrum_n": 256,
+            "landmark_multiples": [1.0, 4.0], "headline_multiple": 4.0,
+            "samples": 512, "sample_grid": [64, 256, 1024], "sample_seeds": 2,
+            "scales": [0.75, 1.0, 1.25], "query_rows": 10, "timing_rows": 10,
+            "lm_input": {"n": 256, "layer": 1,
+                         "lm": {"model": {"d_model": 32, "n_layer": 2, "n_head": 2,
+                                          "max_seq_len": 64},
+                                "n_files": 6, "max_file_kb": 20, "val_fraction": 0.34,
+                                "seq_len": 64, "batch_size": 8, "steps": 20,
+                                "warmup_steps": 2}},
+        },
+    }  # fmt: skip
+
+    method: Method = Field("analogue", description="method whose numbers this run reports")
+    compare: list[Method] = Field(
+        default_factory=lambda: ["rls_nystrom", "uniform_nystrom", "performer"],
+        description="methods also evaluated in the same run for the table and plots",
+    )
+    lambda_rel: float = Field(
+        0.01, gt=0, description="ridge λ = lambda_rel · 2n (λ ∝ n keeps s_λ n-invariant)"
+    )
+    n_ref: int = Field(4096, ge=16, description="n of input (b) for the error sweeps")
+    n_grid: list[int] = Field(
+        default_factory=lambda: [512, 1024, 2048, 4096, 8192, 16384],
+        description="n of input (b) for per-query time vs n (card: 512 ... 16384)",
+    )
+    spectrum_n: int = Field(
+        1024, ge=8, description="n of the exact eigendecomposition that sets s_λ on (b)"
+    )
+    exact_max_points: int = Field(
+        4096, ge=16, description="largest 2n whose kernel is eigendecomposed (else RLS sum)"
+    )
+    landmark_multiples: list[float] = Field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0],
+        description="landmark counts s as multiples of s_λ (capped at 2n)",
+    )
+    headline_multiple: float = Field(8.0, description="s/s_λ the headline is read at")
+    samples: int = Field(
+        2048, ge=1, description="m: rows sampled for u and for Z in the analogue (reconstructed)"
+    )
+    sample_grid: list[int] = Field(
+        default_factory=lambda: [64, 128, 256, 512, 1024, 2048, 4096],
+        description="m values of the error-vs-samples sweep (fixed landmarks)",
+    )
+    sample_seeds: int = Field(4, ge=1, description="sampling repeats per m")
+    scales: list[float] = Field(
+        default_factory=lambda: [0.5, 0.75, 1.0, 1.25, 1.5, 2.0],
+        description="norm scales of Q, K for s_λ vs scale on (b)",
+    )
+    query_rows: int = Field(100, ge=1, description="random query rows scored (card: 100)")
+    timing_rows: int = Field(100, ge=1, description="single-row queries timed per n")
+    target_eps: float = Field(
+        0.05, gt=0, description="pass rule's median relative row error target ε (reconstructed)"
+    )
+    landmark_constant: float = Field(
+        1.0, gt=0, description="c in the pass rule's s >= c·s_λ·ln s_λ (reconstructed)"
+    )
+    inverse: Literal["pinv", "ridge"] = Field(
+        "pinv", description="M = K_SS⁺ (pinv) or (K_SS + λI)⁻¹ (ridge)"
+    )
+    pinv_rcond: float = Field(1e-10, gt=0, lt=1, description="relative eigenvalue cutoff of K_SS⁺")
+    rls: RLSConfig = Field(default_factory=RLSConfig)
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+    lm_input: LMInputConfig = Field(default_factory=LMInputConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AttnRowConfig:
+        for key in ("landmark_multiples", "n_grid", "sample_grid", "scales"):
+            values = getattr(self, key)
+            if not values or any(x <= 0 for x in values):
+                raise ValueError(f"{key}={values} must be a non-empty list of positive numbers")
+        if len(self.n_grid) < 2 or len(self.sample_grid) < 2:
+            raise ValueError("n_grid and sample_grid need at least 2 values to fit a slope")
+        if self.headline_multiple not in self.landmark_multiples:
+            raise ValueError(
+                f"headline_multiple={self.headline_multiple} is not one of "
+                f"landmark_multiples={self.landmark_multiples}"
+            )
+        if self.method in self.compare:
+            raise ValueError(f"compare={self.compare} repeats method={self.method!r}")
+        if 2 * self.spectrum_n > self.exact_max_points:
+            raise ValueError(
+                f"spectrum_n={self.spectrum_n}: 2n exceeds exact_max_points={self.exact_max_points}"
+            )
+        spec = self.lm_input.lm.model
+        if self.lm_input.layer >= spec.n_layer:
+            raise ValueError(
+                f"lm_input.layer={self.lm_input.layer} >= lm.model.n_layer={spec.n_layer}"
+            )
+        if self.lm_input.head >= spec.n_head:
+            raise ValueError(f"lm_input.head={self.lm_input.head} >= n_head={spec.n_head}")
+        return self
+
+
+class AttnRowUniformConfig(AttnRowConfig):
+    """Baseline arm: uniform-landmark Nyström with exact D and Z."""
+
+    presets = AttnRowConfig.presets
+    method: Method = Field("uniform_nystrom", description="method this run reports")
+    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")
+
+
+class AttnRowPerformerConfig(AttnRowConfig):
+    """Baseline arm: Performer positive random features (r = s features)."""
+
+    presets = AttnRowConfig.presets
+    method: Method = Field("performer", description="method this run reports")
+    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")

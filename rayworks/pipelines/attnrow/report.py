@@ -1,0 +1,149 @@
+"""Tables (jsonl + markdown), plots, log-log slope fits and the card's pass rule."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rayworks.platform.context import RunContext
+
+Row = dict[str, Any]
+
+
+def loglog_slope(x: list[float], y: list[float]) -> float:
+    """Least-squares slope of log y against log x (NaN with fewer than 2 usable points)."""
+    pts = [(a, b) for a, b in zip(x, y, strict=True) if a > 0 and b > 0]
+    if len(pts) < 2:
+        return math.nan
+    lx, ly = np.log(np.array(pts)).T
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def pass_rule(table: list[Row], s_lambda: float, cfg: Any) -> dict[str, float]:
+    """Science card §2 pass rule on input (b), only in runs of `analogue` that compare
+    `rls_nystrom` and `uniform_nystrom`:
+    (1) analogue median row error <= target_eps at every s >= c·s_λ·ln s_λ of the sweep;
+    (2) there, RLS-Nyström error <= uniform-Nyström error (both with exact D, Z);
+    (3) sampling-error slope vs m within -0.5 ± 0.1; (4) per-query time slope vs n < 0.1.
+    Returns each part and `pass_rule` (1/0); {} when not applicable."""
+    if cfg.method != "analogue" or not {"rls_nystrom", "uniform_nystrom"} <= set(cfg.compare):
+        return {}
+    need = cfg.landmark_constant * s_lambda * math.log(max(s_lambda, math.e))
+    err = {(r["method"], r["s"]): r["row_err"] for r in table
+           if r["table"] == "error" and r["input"] == "synthetic"}  # fmt: skip
+    big = sorted({s for (_, s) in err if s >= need})
+    samp = [r for r in table if r["table"] == "sampling"]
+    timing = [r for r in table if r["table"] == "timing" and r["method"] == "analogue"]
+    parts = {
+        "pass_eps": float(bool(big) and all(err[("analogue", s)] <= cfg.target_eps for s in big)),
+        "pass_rls_vs_uniform": float(
+            bool(big) and all(err[("rls_nystrom", s)] <= err[("uniform_nystrom", s)] for s in big)
+        ),
+        "pass_sampling_slope": float(
+            abs(loglog_slope([r["m"] for r in samp], [r["sampling_err"] for r in samp]) + 0.5)
+            <= 0.1
+        ),
+        "pass_flat_query": float(
+            loglog_slope([r["n"] for r in timing], [r["query_us"] for r in timing]) < 0.1
+        ),
+    }
+    return {"pass_s_needed": need, **parts, "pass_rule": float(all(parts.values()))}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.3e}"
+    return str(value)
+
+
+def _md(rows: list[Row], keys: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(_fmt(r.get(k, "-")) for k in keys) + " |" for r in rows]
+    return [*lines, ""]
+
+
+SECTIONS = {
+    "error": ("Relative l2 row error vs landmarks (median / p90 over query rows)",
+              ["input", "method", "n", "s", "s_over_slambda", "row_err", "row_err_p90",
+               "build_s"]),
+    "sampling": ("Sampling error vs m (analogue vs the same landmarks with exact D, Z)",
+                 ["n", "s", "m", "sampling_err", "row_err"]),
+    "timing": ("Per-query time vs n; oracle calls (classical, counted) beside the MODELLED "
+               "quantum calls (not measured)",
+               ["method", "n", "s", "query_us", "query_ops", "row_err", "calls_preprocess",
+                "calls_query", "modelled_quantum_preprocess", "calls_match"]),
+    "spectrum": ("λ-statistical dimension vs norm scale (input b, exact)",
+                 ["scale", "n", "lambda", "s_lambda", "top_eigenvalue"]),
+}  # fmt: skip
+
+
+def write_table(ctx: RunContext, table: list[Row], header: list[str]) -> Path:
+    ctx.write_jsonl("table.jsonl", table)
+    lines = [*header, ""]
+    for kind, (title, keys) in SECTIONS.items():
+        rows = [r for r in table if r["table"] == kind]
+        if rows:
+            lines += [f"### {title}", "", *_md(rows, keys)]
+    path = ctx.artifacts_dir / "table.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def write_plots(folder: Path, table: list[Row]) -> list[Path]:
+    """error_vs_landmarks.png (one panel per input), query_time_vs_n.png,
+    s_lambda_vs_scale.png, error_vs_samples.png (when the sweep ran)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def pick(kind: str, **match: Any) -> list[Row]:
+        return [r for r in table if r["table"] == kind and all(r[k] == v for k, v in match.items())]
+
+    def save(fig, name: str) -> Path:
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+        return folder / name
+
+    paths = []
+    inputs = list(dict.fromkeys(r["input"] for r in pick("error")))
+    fig, axes = plt.subplots(1, max(1, len(inputs)), figsize=(5.5 * max(1, len(inputs)), 4))
+    for ax, data in zip(np.atleast_1d(axes), inputs, strict=False):
+        for method in dict.fromkeys(r["method"] for r in pick("error", input=data)):
+            rows = pick("error", input=data, method=method)
+            ax.plot([r["s_over_slambda"] for r in rows], [r["row_err"] for r in rows], "o-",
+                    label=method)  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="s / s_λ", ylabel="median relative row error",
+               title=f"input: {data}")  # fmt: skip
+        ax.legend(fontsize=8)
+    paths.append(save(fig, "error_vs_landmarks.png"))
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for method in dict.fromkeys(r["method"] for r in pick("timing")):
+        rows = pick("timing", method=method)
+        ax.plot([r["n"] for r in rows], [r["query_us"] for r in rows], "o-", label=method)
+    ax.set(xscale="log", yscale="log", xlabel="n", ylabel="median µs per row query",
+           title="per-query time vs n (input b)")  # fmt: skip
+    ax.legend(fontsize=8)
+    paths.append(save(fig, "query_time_vs_n.png"))
+    rows = pick("spectrum")
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.plot([r["scale"] for r in rows], [r["s_lambda"] for r in rows], "o-")
+    ax.set(yscale="log", xlabel="norm scale of Q, K", ylabel="s_λ",
+           title=f"s_λ vs scale (2n = {2 * rows[0]['n'] if rows else 0})")  # fmt: skip
+    paths.append(save(fig, "s_lambda_vs_scale.png"))
+    rows = pick("sampling")
+    if rows:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        ms = [r["m"] for r in rows]
+        ax.plot(ms, [r["sampling_err"] for r in rows], "o-", label="sampling error")
+        ax.plot(ms, [r["row_err"] for r in rows], "s--", label="error vs exact")
+        ref = rows[0]["sampling_err"] * np.sqrt(ms[0] / np.array(ms))
+        ax.plot(ms, ref, ":", color="gray", label="m^-1/2")
+        ax.set(xscale="log", yscale="log", xlabel="samples m", ylabel="median relative error")
+        ax.legend(fontsize=8)
+        paths.append(save(fig, "error_vs_samples.png"))
+    return paths

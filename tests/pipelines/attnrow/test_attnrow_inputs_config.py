@@ -1,0 +1,54 @@
+"""Configs (presets load, bad values name their key) and the LM q/k/v capture."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rayworks.errors import ConfigError
+from rayworks.pipelines.attnrow.config import (
+    AttnRowConfig,
+    AttnRowPerformerConfig,
+    AttnRowUniformConfig,
+)
+from rayworks.pipelines.attnrow.inputs import capture_qkv
+from rayworks.platform.config import build_config
+
+
+@pytest.mark.parametrize("cls", [AttnRowConfig, AttnRowUniformConfig, AttnRowPerformerConfig])
+def test_presets_load(cls: type[AttnRowConfig]) -> None:
+    for preset in (None, *cls.presets):
+        cfg = build_config(cls, preset, (), [])
+        assert cfg.headline_multiple in cfg.landmark_multiples
+    assert build_config(AttnRowPerformerConfig, "smoke", (), []).compare == []
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        (["headline_multiple=3"], "headline_multiple=3"),
+        (["lambda_rel=0"], "lambda_rel"),
+        (["n_grid=[512]"], "n_grid"),
+        (["compare=[analogue]"], "compare"),
+        (["method=flash"], "method"),
+        (["lm_input.layer=9"], r"lm_input\.layer=9"),
+        (["spectrum_n=100000"], "spectrum_n=100000"),
+        (["rls.oversample=-1"], "oversample"),
+    ],
+)
+def test_errors_name_the_bad_key(override: list[str], names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        build_config(AttnRowConfig, "smoke", (), override)
+
+
+def test_capture_matches_the_projections(tiny_llama) -> None:
+    ids = torch.randint(0, 40, (2, 6), generator=torch.Generator().manual_seed(0))
+    q, k, v = capture_qkv(tiny_llama, ids, layer=1, head=2)
+    assert q.shape == k.shape == v.shape == (12, 8) and q.dtype == np.float64
+    with torch.no_grad():
+        hidden = tiny_llama(input_ids=ids, output_hidden_states=True).hidden_states[1]
+        layer = tiny_llama.model.layers[1]
+        x = layer.input_layernorm(hidden)
+        ref = layer.self_attn.k_proj(x)[..., 16:24].reshape(-1, 8)
+    assert np.allclose(k, ref.double().numpy(), atol=1e-5)

@@ -1,0 +1,28 @@
+"""`attnrow` end to end through the CLI (smoke preset): records, summary, table, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def test_smoke_run_through_cli(cli, cli_env) -> None:
+    cli(["run", "attnrow", "--preset", "smoke", "--no-progress"])
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    [run] = list(runs.glob("attnrow/*/"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 3 + 1 + 4 * 2 + 1 + 3  # spectra, LM s_λ, errors, sampling, timing
+    table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
+    errors = {(r["input"], r["method"]) for r in table if r["table"] == "error"}
+    assert errors == {(i, m) for i in ("synthetic", "lm")
+                      for m in ("analogue", "rls_nystrom", "uniform_nystrom", "performer")}  # fmt: skip
+    timing = [r for r in table if r["table"] == "timing" and r["method"] != "exact"]
+    assert all(r["calls_query"] == 1 for r in timing)
+    assert all(r["calls_match"] == 1.0 for r in timing if "calls_match" in r)
+    assert 0 < summary["row_err"] < 1 and summary["rls_nystrom_row_err"] < 0.01
+    assert summary["s_lambda"] > 1 and "pass_rule" in summary and "sampling_slope" in summary
+    assert "MODELLED" in (run / "artifacts/table.md").read_text()
+    for name in ("error_vs_landmarks", "query_time_vs_n", "s_lambda_vs_scale", "error_vs_samples"):
+        assert (run / f"artifacts/{name}.png").stat().st_size > 1000
