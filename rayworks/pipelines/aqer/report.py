@@ -1,0 +1,158 @@
+"""Summary, pass rule, table (jsonl + markdown) and plots of an `aqer` run."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from rayworks.pipelines.aqer.config import AqerConfig
+from rayworks.pipelines.aqer.entropy import f1, f2
+from rayworks.platform.context import RunContext
+
+PASS_WIN_RATE = 0.8  # card: AQER wins on >= 80% of (state, G) cells
+
+
+def _mean(rows: list[dict[str, Any]], key: str = "infidelity") -> float:
+    return float(np.mean([r[key] for r in rows])) if rows else float("nan")
+
+
+def bound_violations(table: list[dict[str, Any]]) -> int:
+    """AQER points outside Theorem 3.1: Step II outside [f1, f2], or final below f1."""
+    rows = [r for r in table if r["arm"] == "aqer"]
+    return sum(int(not r["step2_in_bounds"]) + int(not r["final_above_f1"]) for r in rows)
+
+
+def win_rates(table: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of (target, G) cells where AQER's infidelity is <= each rival's (and all)."""
+    cells: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for r in table:
+        cells[(r["target"], r["g"])][r["arm"]] = r["infidelity"]
+    rivals = sorted({r["arm"] for r in table} - {"aqer"})
+    full = [c for c in cells.values() if "aqer" in c and all(a in c for a in rivals)]
+    if not rivals or not full:
+        return {}
+    out = {f"win_rate_vs_{a}": float(np.mean([c["aqer"] <= c[a] for c in full])) for a in rivals}
+    out["win_rate"] = float(np.mean([all(c["aqer"] <= c[a] for a in rivals) for c in full]))
+    return out
+
+
+def summarise(
+    cfg: AqerConfig, table: list[dict[str, Any]], scaling: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Headline (mean infidelity of `arm` at `headline_gates`), per-arm/G/family means,
+    bound violations, win rates and the card's pass rule (method run with both rivals)."""
+    head = [r for r in table if r["arm"] == cfg.arm and r["g"] == cfg.headline_gates]
+    summary: dict[str, float] = {"infidelity": _mean(head), "n_targets": float(len(head))}
+    for arm in dict.fromkeys(r["arm"] for r in table):
+        for g in cfg.gates:
+            rows = [r for r in table if r["arm"] == arm and r["g"] == g]
+            summary[f"{arm}_infidelity_g{g}"] = _mean(rows)
+            if arm == "aqer":
+                summary[f"aqer_step2_infidelity_g{g}"] = _mean(rows, "infidelity_step2")
+        for fam in cfg.targets.families:
+            rows = [r for r in table if r["arm"] == arm and r["family"] == fam
+                    and r["g"] == cfg.headline_gates]  # fmt: skip
+            summary[f"{arm}_{fam}_infidelity"] = _mean(rows)
+    if any(r["arm"] == "aqer" for r in table):
+        aq = [r for r in table if r["arm"] == "aqer"]
+        summary["bound_violations"] = float(bound_violations(table))
+        summary["infidelity_step2"] = _mean([r for r in aq if r["g"] == cfg.headline_gates],
+                                            "infidelity_step2")  # fmt: skip
+        summary["finetune_worse"] = float(sum(r["infidelity"] > r["finetune_start"] for r in aq))
+    summary.update(win_rates(table))
+    if cfg.arm == "aqer" and {"hec", "mps"} <= set(cfg.compare) and "win_rate" in summary:
+        summary["pass_rule"] = float(
+            summary["win_rate"] >= PASS_WIN_RATE and summary["bound_violations"] == 0
+        )
+    for row in scaling:
+        n = row["n_qubits"]
+        summary[f"scaling_n{n}_infidelity_step2"] = row["infidelity_step2"]
+        summary[f"scaling_n{n}_seconds"] = row["seconds"]
+    if scaling:
+        summary["scaling_max_qubits"] = float(max(r["n_qubits"] for r in scaling))
+    return summary
+
+
+def write_table(
+    ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]], scaling: list[dict[str, Any]]
+) -> None:
+    order = {a: i for i, a in enumerate([cfg.arm, *cfg.compare])}
+    table.sort(key=lambda r: (r["target"], r["g"], order[r["arm"]]))
+    ctx.write_jsonl("table.jsonl", table)
+    lines = [
+        f"N = {cfg.n_qubits} qubits, gate_count = {cfg.gate_count}. AQER columns: S after "
+        "Step I, Step II infidelity and Theorem 3.1 bounds [f1(S), f2(S)].",
+        "",
+        "| target | G | arm | G used | infidelity | Step II | S | f1(S) | f2(S) | in bounds |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in table:
+        if r["arm"] == "aqer":
+            extra = (f"{r['infidelity_step2']:.4f} | {r['entropy_step1']:.3f} | {r['f1']:.4f} "
+                     f"| {r['f2']:.4f} | {'yes' if r['step2_in_bounds'] and r['final_above_f1'] else 'NO'}")  # fmt: skip
+        else:
+            extra = "- | - | - | - | -"
+        lines.append(f"| {r['target']} | {r['g']} | {r['arm']} | {r['g_used']} "
+                     f"| {r['infidelity']:.4f} | {extra} |")  # fmt: skip
+    if scaling:
+        ctx.write_jsonl("scaling.jsonl", scaling)
+        lines += ["", "AQER Steps I-II on the TFIM (h = 1) ground state, state vector:", "",
+                  "| N | blocks T | S target | S after Step I | Step II infidelity | f1 | f2 "
+                  "| seconds |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in sorted(scaling, key=lambda r: r["n_qubits"]):
+            lines.append(
+                f"| {r['n_qubits']} | {r['blocks']} | {r['entropy_target']:.3f} "
+                f"| {r['entropy_step1']:.3f} | {r['infidelity_step2']:.4f} | {r['f1']:.4f} "
+                f"| {r['f2']:.4f} | {r['seconds']:.1f} |"
+            )
+    (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -> None:
+    """infidelity_vs_g.png (per family, mean over targets) and bounds.png (S, infidelity)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = list(dict.fromkeys(r["family"] for r in table))
+    fig, axes = plt.subplots(1, len(fams), figsize=(4.5 * len(fams), 3.8), squeeze=False)
+    for ax, fam in zip(axes[0], fams, strict=True):
+        for arm in dict.fromkeys(r["arm"] for r in table):
+            for key, style in (("infidelity", "-o"), ("infidelity_step2", "--x")):
+                if key == "infidelity_step2" and arm != "aqer":
+                    continue
+                pts = [(g, _mean([r for r in table if r["arm"] == arm and r["family"] == fam
+                                  and r["g"] == g], key)) for g in cfg.gates]  # fmt: skip
+                label = arm if key == "infidelity" else "aqer (no Step III)"
+                ax.plot(*zip(*pts, strict=True), style, label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel("two-qubit gates G")
+        ax.set_ylabel("mean infidelity")
+        ax.set_title(fam)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(ctx.artifacts_dir / "infidelity_vs_g.png", dpi=110)
+    plt.close(fig)
+
+    aq = [r for r in table if r["arm"] == "aqer"]
+    if not aq:
+        return
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    s_max = max(max(r["entropy_step1"], r["entropy_final"]) for r in aq) * 1.1 + 1e-3
+    s = np.linspace(0, s_max, 200)
+    ax.plot(s, f1(s, cfg.n_qubits), "k-", label="f1(S) lower")
+    ax.plot(s, np.minimum(f2(s), 1.0), "k--", label="f2(S) upper")
+    ax.scatter([r["entropy_step1"] for r in aq], [r["infidelity_step2"] for r in aq],
+               s=14, label="after Step II")  # fmt: skip
+    ax.scatter([r["entropy_final"] for r in aq], [r["infidelity"] for r in aq], s=14,
+               marker="x", label="after Step III")  # fmt: skip
+    ax.set_xlabel("total Rényi-2 entropy S of V|v>")
+    ax.set_ylabel("infidelity")
+    ax.set_title("Theorem 3.1 bounds (reconstructed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(ctx.artifacts_dir / "bounds.png", dpi=110)
+    plt.close(fig)
