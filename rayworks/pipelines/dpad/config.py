@@ -97,7 +97,7 @@ class DPadConfig(PipelineConfig):
         default_factory=lambda: [64, 128, 256], description="generation lengths evaluated"
     )
     block_length: int = Field(16, ge=1, description="semi-AR block (recipe 16; paper 32)")
-    n_test: int = Field(32, ge=1, description="test prompts (same for every decoder)")
+    n_test: int = Field(128, ge=1, description="test prompts (same for every decoder)")
     eval_batch: int = Field(32, ge=1, description="prompts decoded together")
     threshold: float = Field(0.9, gt=0, lt=1, description="parallel decoding tau (Fast-dLLM)")
     dropout: DropoutConfig = Field(default_factory=DropoutConfig, description="DPad profile")

@@ -75,6 +75,9 @@ def evaluate(
     correct = [out == ans for out, ans in zip(outputs, batch.answers, strict=True)]
     row = {"acc": sum(correct) / n, "sec": sec / n, "nfe": nfe / n,
            "tokens": tokens / n, "pairs": pairs / n, "tok": tok / n}  # fmt: skip
+    for task in sorted(set(batch.tasks)):
+        hits = [c for c, t in zip(correct, batch.tasks, strict=True) if t == task]
+        row[f"acc_{task}"] = sum(hits) / len(hits)
     return row, outputs
 
 
@@ -99,7 +102,7 @@ def flat_row(gen_length: int, results: dict[str, dict[str, float]]) -> dict[str,
     """One log record: every decoder's metrics and speedups vs vanilla / vanilla_et."""
     out: dict[str, float] = {"gen_length": float(gen_length)}
     for name, row in results.items():
-        out.update({f"{name}/{m}": row[m] for m in METRICS})
+        out.update({f"{name}/{m}": v for m, v in row.items() if m in METRICS or m[:4] == "acc_"})
         for ref in ("vanilla", "vanilla_et"):
             if ref in results and ref != name:
                 for k, v in speedups(row, results[ref]).items():

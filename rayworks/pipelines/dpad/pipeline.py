@@ -77,6 +77,8 @@ def headline(rows: list[dict[str, float]], method: str) -> dict[str, float]:
     g = int(last["gen_length"])
     out["accuracy"] = out[f"accuracy_g{g}"]
     out["token_accuracy"] = last[f"{method}/tok"]
+    prefix = f"{method}/acc_"
+    out.update({f"accuracy_{k[len(prefix) :]}": v for k, v in last.items() if k.startswith(prefix)})
     if "vanilla/tok" in last:
         out["token_accuracy_vanilla"] = last["vanilla/tok"]
     for k in ("tokens", "pairs", "wall"):

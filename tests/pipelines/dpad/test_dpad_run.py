@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rayworks.errors import ConfigError
 from rayworks.pipelines.dpad.config import GRID, DPadConfig, DPadVanillaConfig
-from rayworks.pipelines.dpad.pipeline import run_grid
+from rayworks.pipelines.dpad.pipeline import TEST_SEED_OFFSET, run_grid
+from rayworks.pipelines.dpad.tasks import make_batch
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
@@ -50,5 +53,10 @@ def test_smoke_run_and_baseline_share_the_cached_model(cli, cli_env) -> None:
     rows = [json.loads(line) for line in (art / "grid.jsonl").read_text().splitlines()]
     assert [r["gen_length"] for r in rows] == [32, 64]
     assert all(f"{name}/acc" in rows[0] for name in GRID)
+    test = make_batch(cfg.n_test, cfg.data, np.random.default_rng(cfg.seed + TEST_SEED_OFFSET))
+    counts = Counter(test.tasks)  # per-task accuracies average back to the overall one
+    weighted = sum(n * summary[f"accuracy_{t}"] for t, n in counts.items()) / cfg.n_test
+    assert weighted == pytest.approx(summary["accuracy"])
+    assert summary["accuracy_copy"] == rows[-1]["dpad_et/acc_copy"]
     assert (art / "grid.png").stat().st_size > 0
     assert "parallel_cache_dpad_et" in (art / "grid.md").read_text()
