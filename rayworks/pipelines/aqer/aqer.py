@@ -131,7 +131,12 @@ def step_one(
 
 def step_two(reduced: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Closed-form product layer (Corollary 3.2): (β, gamma) of the marginals' top eigenvectors."""
-    r = bloch_vectors(single_rdms(reduced))
+    return angles_from_rdms(single_rdms(reduced))
+
+
+def angles_from_rdms(rhos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step II from the single-qubit RDMs (N, 2, 2) alone (shared with the MPS path)."""
+    r = bloch_vectors(rhos)
     norm = np.linalg.norm(r, axis=1)
     gamma = np.where(
         norm > 1e-12, np.arccos(np.clip(r[:, 2] / np.maximum(norm, 1e-300), -1, 1)), 0.0

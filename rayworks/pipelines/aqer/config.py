@@ -108,11 +108,27 @@ class AqerConfig(PipelineConfig):
     aqer: AqerSettings = Field(default_factory=AqerSettings)
     hec: HecSettings = Field(default_factory=HecSettings)
     scaling_qubits: list[int] = Field(
-        default_factory=lambda: [10, 12, 14],
-        description="TFIM (h = 1) sizes for the AQER scaling run (Steps I-II, state vector)",
+        default_factory=lambda: [10, 14, 20, 30, 50],
+        description="TFIM (h = 1) sizes for the AQER scaling run (Steps I-II; state vector "
+        "up to mps_above, MPS beyond)",
     )
     scaling_blocks_per_qubit: int = Field(
         2, ge=1, description="scaling run: Step I blocks T = this x N"
+    )
+    mps_above: int = Field(
+        14, ge=4, le=16, description="scaling sizes N > this use the MPS path (TFIM by TEBD)"
+    )
+    mps_max_bond: int = Field(
+        32, ge=2, description="MPS path: bond dimension cap (TEBD target and AQER blocks)"
+    )
+    mps_cutoff: float = Field(
+        1e-12, ge=0, description="MPS path: drop singular values of relative weight below this"
+    )
+    mps_pair_range: int | None = Field(
+        4,
+        ge=1,
+        description="MPS path: Step I candidate pairs |j - k| <= this (None = all C(N,2); "
+        "reconstructed CPU restriction)",
     )
 
     @model_validator(mode="after")
@@ -136,10 +152,10 @@ class AqerConfig(PipelineConfig):
             raise ValueError("targets.families must name at least one family")
         if "digits" in self.targets.families and self.n_qubits < 2:
             raise ValueError(f"n_qubits={self.n_qubits}: digits need at least 2 qubits")
-        if any(not 4 <= n <= 16 for n in self.scaling_qubits):
+        if any(not 4 <= n <= 100 for n in self.scaling_qubits):
             raise ValueError(
-                f"scaling_qubits={self.scaling_qubits}: sizes must lie in 4..16 "
-                "(exact TFIM ground states by sparse diagonalisation)"
+                f"scaling_qubits={self.scaling_qubits}: sizes must lie in 4..100 "
+                f"(state vector up to mps_above={self.mps_above}, MPS beyond)"
             )
         return self
 

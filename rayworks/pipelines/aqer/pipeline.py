@@ -10,7 +10,8 @@ One run builds every target, runs `arm` and each of `compare` at every G as inde
 pieces on Ray (`pieces.py`, two stages: Step I and the MPS loader first, then Steps II-III
 per (target, G) and HEC), logs one record per finished piece, and writes `table.jsonl`,
 `table.md`, `infidelity_vs_g.png`, `bounds.png` (Theorem 3.1 check on every AQER point)
-and, for the method, a TFIM scaling table over `scaling_qubits`.
+and, for the method, a TFIM scaling table and `scaling.png` over `scaling_qubits` (Steps
+I-II; state vector up to `mps_above`, MPS path of `mps.py` / `aqer_mps.py` beyond).
 """
 
 from __future__ import annotations
@@ -56,9 +57,13 @@ def plan_stages(cfg: AqerConfig, specs: list[dict[str, Any]]) -> tuple[list[dict
         first += [{"kind": "mps", "spec": s, "max_layers": max(cfg.gates) // layer_cost,
                    "chi": cfg.mps_chi} for s in specs]  # fmt: skip
     if cfg.arm == "aqer":
+        mps_settings = {"max_bond": cfg.mps_max_bond, "cutoff": cfg.mps_cutoff,
+                        "pair_range": cfg.mps_pair_range}  # fmt: skip
         first += [{"kind": "scaling", "n_qubits": n,
                    "n_blocks": cfg.scaling_blocks_per_qubit * n,
-                   "settings": cfg.aqer.model_dump()} for n in cfg.scaling_qubits]  # fmt: skip
+                   "settings": cfg.aqer.model_dump(),
+                   "mps": mps_settings if n > cfg.mps_above else None}
+                  for n in cfg.scaling_qubits]  # fmt: skip
     second = []
     for s in specs:
         for g in cfg.gates:

@@ -21,7 +21,7 @@ def test_presets_load(cls, preset) -> None:
     [
         ("headline_gates=7", "headline_gates"),
         ("gates=[0, 10]", "gates"),
-        ("scaling_qubits=[30]", "scaling_qubits"),
+        ("scaling_qubits=[200]", "scaling_qubits"),
         ("aqer.lr=-1", "aqer.lr"),
         ("n_qubits=40", "n_qubits"),
         ("compare=[aqer]", "compare"),
