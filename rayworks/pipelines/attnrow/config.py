@@ -36,6 +36,28 @@ class SyntheticConfig(Config):
     value_noise: float = Field(0.5, ge=0, description="std of V around its cluster mean")
 
 
+class ImbalancedConfig(Config):
+    """Input (b'): input (b)'s law (same centres, spread, values) with unequal cluster
+    weights w_c ∝ cluster_decay^c, c = 0..C-1 (geometric law; reconstructed). Reported
+    beside (b), never gated: it is where RLS landmarks should beat uniform ones."""
+
+    enabled: bool = Field(True, description="also evaluate RLS vs uniform Nyström on it")
+    cluster_decay: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="geometric ratio of successive cluster weights (1 = balanced = input b; "
+        "0.5 with C = 8 puts 2.7% of the points in the 3 smallest clusters)",
+    )
+    minor_share: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="'minor' clusters = the smallest ones whose weights sum to <= this; "
+        "row_err_minor is the median error over query rows drawn from them",
+    )
+
+
 class RLSConfig(Config):
     """Recursive RLS (Musco & Musco 2017, Alg. 2), simplified (reconstructed)."""
 
@@ -128,6 +150,7 @@ class AttnRowConfig(PipelineConfig):
     pinv_rcond: float = Field(1e-10, gt=0, lt=1, description="relative eigenvalue cutoff of K_SS⁺")
     rls: RLSConfig = Field(default_factory=RLSConfig)
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+    imbalanced: ImbalancedConfig = Field(default_factory=ImbalancedConfig)
     lm_input: LMInputConfig = Field(default_factory=LMInputConfig)
 
     @model_validator(mode="after")

@@ -1,6 +1,7 @@
 """The independent pieces of one `attnrow` run (each a pure function of its arguments, so
-`fan_out` can run them as Ray tasks): s_λ vs norm scale, row error vs landmarks per
-method and input, sampling error vs m, and per-query time / oracle calls vs n.
+`fan_out` can run them as Ray tasks): s_λ vs norm scale (and of input b'), row error vs
+landmarks per method and input (on b' also over small-cluster rows), sampling error vs m,
+and per-query time / oracle calls vs n.
 
 Methods (all at s landmarks or r = s random features):
 - `analogue`: the full classical analogue (recursive-RLS landmarks, sampled u, Z);
@@ -24,7 +25,7 @@ from rayworks.pipelines.attnrow.baselines import (
     performer_ops,
 )
 from rayworks.pipelines.attnrow.config import AttnRowConfig, Method
-from rayworks.pipelines.attnrow.inputs import clustered_tokens
+from rayworks.pipelines.attnrow.inputs import clustered_tokens, imbalanced_tokens
 from rayworks.pipelines.attnrow.kernel import (
     kernel_eigenvalues,
     kernel_points,
@@ -105,21 +106,45 @@ def spectrum_piece(cfg: AttnRowConfig, scale: float) -> Row:
             "top_eigenvalue": float(ev[-1]), "lambda": lam}  # fmt: skip
 
 
+def imbalanced_spectrum_piece(cfg: AttnRowConfig) -> Row:
+    """s_λ of input (b') at `spectrum_n` tokens, norm scale 1 (exact)."""
+    n = cfg.spectrum_n
+    q, k, _, _ = imbalanced_tokens(cfg.synthetic, cfg.imbalanced, n, cfg.seed)
+    ev = kernel_eigenvalues(kernel_points(q, k))
+    lam = cfg.lambda_rel * 2 * n
+    return {"table": "spectrum_imb", "n": n, "s_lambda": statistical_dimension(ev, lam),
+            "top_eigenvalue": float(ev[-1]), "lambda": lam}  # fmt: skip
+
+
 def error_piece(
-    cfg: AttnRowConfig, data: str, method: Method, q, k, v, s_lambda: float
-) -> list[Row]:
-    """Median / p90 relative row error of `method` for every landmark multiple."""
+    cfg: AttnRowConfig, data: str, method: Method, q, k, v, s_lambda: float,
+    minor: np.ndarray | None = None,
+) -> list[Row]:  # fmt: skip
+    """Median / p90 relative row error of `method` for every landmark multiple; with
+    `minor` (candidate query rows, e.g. those in the small clusters of input b') also
+    `row_err_minor`, the median over up to `query_rows` of them."""
     n = len(k)
     rows = query_indices(n, cfg.query_rows, cfg.seed)
     exact = exact_rows(q[rows], k, v)
+    if minor is not None and len(minor):
+        pick = np.random.default_rng([cfg.seed, 19, n])
+        minor = np.sort(pick.choice(minor, size=min(cfg.query_rows, len(minor)), replace=False))
+        exact_minor = exact_rows(q[minor], k, v)
     out = []
     for mult, s in landmark_counts(cfg, s_lambda, n).items():
         struct, _, build_s = build_method(cfg, method, q, k, v, s, [cfg.seed, 11, s])
         err = relative_errors(struct.query_many(q[rows]), exact)
-        out.append({"table": "error", "input": data, "method": method, "n": n, "s": s,
-                    "multiple": mult, "s_over_slambda": s / s_lambda,
-                    "row_err": float(np.median(err)), "row_err_p90": float(np.quantile(err, 0.9)),
-                    "build_s": build_s})  # fmt: skip
+        row = {"table": "error", "input": data, "method": method, "n": n, "s": s,
+               "multiple": mult, "s_over_slambda": s / s_lambda,
+               "row_err": float(np.median(err)), "row_err_p90": float(np.quantile(err, 0.9)),
+               "build_s": build_s}  # fmt: skip
+        if minor is not None:
+            row["row_err_minor"] = (
+                float(np.median(relative_errors(struct.query_many(q[minor]), exact_minor)))
+                if len(minor) else math.nan
+            )  # fmt: skip
+            row["minor_rows"] = len(minor)
+        out.append(row)
     return out
 
 
@@ -217,6 +242,7 @@ def lm_spectrum_piece(cfg: AttnRowConfig, q, k) -> Row:
 PIECES = {
     "spectrum": spectrum_piece,
     "lm_spectrum": lm_spectrum_piece,
+    "imb_spectrum": imbalanced_spectrum_piece,
     "error": error_piece,
     "sampling": sampling_piece,
     "timing": timing_piece,

@@ -24,27 +24,60 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rayworks.pipelines.attnrow.config import LMInputConfig, SyntheticConfig
+from rayworks.pipelines.attnrow.config import ImbalancedConfig, LMInputConfig, SyntheticConfig
 from rayworks.pipelines.lestd.lm import cached_lm, load_lm
 
 Triple = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def clustered_tokens(cfg: SyntheticConfig, n: int, seed: int, scale: float = 1.0) -> Triple:
-    """Input (b): Q, K (n, d) scaled by `scale`, V (n, d); a pure function of its args."""
+def cluster_weights(clusters: int, decay: float) -> np.ndarray:
+    """Input (b') cluster law: w_c = decay^c / Σ_j decay^j, c = 0..C-1 (sums to 1)."""
+    w = decay ** np.arange(clusters, dtype=float)
+    return w / w.sum()
+
+
+def minor_clusters(weights: np.ndarray, share: float) -> np.ndarray:
+    """The smallest clusters whose weights sum to <= `share` (possibly none): indices."""
+    order = np.argsort(weights, kind="stable")
+    return np.sort(order[np.cumsum(weights[order]) <= share])
+
+
+def _draw(
+    cfg: SyntheticConfig, n: int, seed: int, scale: float, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K, V and the query labels; `weights` None = uniform labels (input b, bit-for-bit
+    the original draw), else labels of Q and K drawn i.i.d. from `weights`."""
     d, c = cfg.d, cfg.clusters
     law = np.random.default_rng([seed, 0])
     radius = math.sqrt(cfg.center_logit * math.sqrt(d))
     centres = law.standard_normal((c, d))
     centres *= radius / np.linalg.norm(centres, axis=1, keepdims=True)
     value_means = law.standard_normal((c, d))
-    rng = np.random.default_rng([seed, 1, n])
+    rng = np.random.default_rng([seed, 1 if weights is None else 2, n])
+
+    def draw() -> np.ndarray:
+        return rng.integers(c, size=n) if weights is None else rng.choice(c, size=n, p=weights)
+
     noise = cfg.spread * radius / math.sqrt(d)
-    q = centres[rng.integers(c, size=n)] + noise * rng.standard_normal((n, d))
-    labels = rng.integers(c, size=n)
+    q_labels = draw()
+    q = centres[q_labels] + noise * rng.standard_normal((n, d))
+    labels = draw()
     k = centres[labels] + noise * rng.standard_normal((n, d))
     v = value_means[labels] + cfg.value_noise * rng.standard_normal((n, d))
-    return scale * q, scale * k, v
+    return scale * q, scale * k, v, q_labels
+
+
+def clustered_tokens(cfg: SyntheticConfig, n: int, seed: int, scale: float = 1.0) -> Triple:
+    """Input (b): Q, K (n, d) scaled by `scale`, V (n, d); a pure function of its args."""
+    return _draw(cfg, n, seed, scale, None)[:3]
+
+
+def imbalanced_tokens(
+    cfg: SyntheticConfig, imb: ImbalancedConfig, n: int, seed: int, scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Input (b'): (b)'s centres and noise, cluster labels of Q and K drawn from
+    `cluster_weights(C, imb.cluster_decay)`; returns Q, K, V and Q's labels (n,)."""
+    return _draw(cfg, n, seed, scale, cluster_weights(cfg.clusters, imb.cluster_decay))
 
 
 @torch.no_grad()

@@ -4,19 +4,25 @@ uniform-landmark Nyström and Performer random features.
 
 The algorithm is in `structure.py` (kernel pieces in `kernel.py`). One run:
 1. s_λ of input (b) for every norm scale (exact eigendecomposition at `spectrum_n`), and
-   of input (a) (one LM head) when `lm_input.enabled`;
-2. row error vs s = multiple·s_λ for `method` and each of `compare` on both inputs;
+   of input (a) (one LM head) when `lm_input.enabled`, and of input (b') at scale 1;
+2. row error vs s = multiple·s_λ for `method` and each of `compare` on both inputs, and
+   for RLS- and uniform-landmark Nyström (exact D, Z; those of them in the run) on input
+   (b'), imbalanced clusters (`imbalanced.*`; reported, not gated, own s_λ);
    sampling error vs m (when the analogue is among them); per-query time, operation
    counts and oracle calls (counted classical, modelled quantum) vs n on input (b).
 Pieces run in parallel through `fan_out` (one Ray task each, one thread). One record per
 finished piece. Artifacts: `table.jsonl`, `table.md`, four plots. The headline `row_err`
 is `method`'s median relative row error on (b) at s = headline_multiple·s_λ, n = n_ref.
+Bench ablation `exact_dz` (`method=rls_nystrom compare=[]`): RLS landmarks with exact D
+and Z, the like-for-like row beside the `attnrow_uniform` baseline.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from rayworks.pipelines.attnrow.config import (
     AttnRowConfig,
@@ -25,14 +31,22 @@ from rayworks.pipelines.attnrow.config import (
     Method,
 )
 from rayworks.pipelines.attnrow.evaluate import landmark_counts, run_piece
-from rayworks.pipelines.attnrow.inputs import clustered_tokens, lm_tokens
+from rayworks.pipelines.attnrow.inputs import (
+    cluster_weights,
+    clustered_tokens,
+    imbalanced_tokens,
+    lm_tokens,
+    minor_clusters,
+)
 from rayworks.pipelines.attnrow.report import loglog_slope, pass_rule, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import pipeline
 
-REPORT = ("row_err_p90", "lm_row_err", "s_lambda", "query_time_slope", "sampling_slope",
-          "query_us", "pass_rule")  # fmt: skip
+REPORT = ("row_err_p90", "lm_row_err", "imb_row_err", "imb_row_err_minor", "s_lambda",
+          "query_time_slope", "sampling_slope", "query_us", "pass_rule")  # fmt: skip
+TAG = {"synthetic": "", "lm": "lm_", "imbalanced": "imb_"}  # summary-key prefix per input
+IMB_METHODS = ("rls_nystrom", "uniform_nystrom")  # the only methods run on input (b')
 
 
 def _flatten(rows: Any) -> list[dict[str, Any]]:
@@ -68,17 +82,22 @@ def _summary(cfg: AttnRowConfig, table: list[dict[str, Any]], s_lam: float) -> d
     out: dict[str, float] = {"s_lambda": s_lam}
     for r in table:
         prefix = "" if r.get("method") in (cfg.method, None) else f"{r['method']}_"
-        if r["table"] == "error" and r["multiple"] == cfg.headline_multiple:
-            key = "row_err" if r["input"] == "synthetic" else "lm_row_err"
-            out[prefix + key] = r["row_err"]
-            out[prefix + key + "_p90"] = r["row_err_p90"]
-        elif r["table"] == "error":
-            tag = "" if r["input"] == "synthetic" else "lm_"
-            out[f"{prefix}{tag}row_err_x{r['multiple']:g}"] = r["row_err"]
+        if r["table"] == "error":
+            key = f"{prefix}{TAG[r['input']]}row_err"
+            head = r["multiple"] == cfg.headline_multiple
+            suffix = "" if head else f"_x{r['multiple']:g}"
+            out[key + suffix] = r["row_err"]
+            if head:
+                out[key + "_p90"] = r["row_err_p90"]
+            if "row_err_minor" in r:
+                out[key + "_minor" + suffix] = r["row_err_minor"]
         elif r["table"] == "spectrum":
             out[f"s_lambda_scale{r['scale']:g}"] = r["s_lambda"]
         elif r["table"] == "spectrum_lm":
             out["lm_s_lambda"] = r["s_lambda"]
+        elif r["table"] == "spectrum_imb":
+            out["imb_s_lambda"] = r["s_lambda"]
+    out.update(rls_over_uniform(cfg, table))
     for method in [*methods, "exact"]:
         rows = [r for r in table if r["table"] == "timing" and r["method"] == method]
         if rows:
@@ -100,6 +119,23 @@ def _summary(cfg: AttnRowConfig, table: list[dict[str, Any]], s_lam: float) -> d
     return out
 
 
+def rls_over_uniform(cfg: AttnRowConfig, table: list[dict[str, Any]]) -> dict[str, float]:
+    """Like-for-like landmark comparison (both with exact D, Z) per input and multiple:
+    `{tag}rls_over_uniform[_x<mult>]` = RLS-Nyström error / uniform-Nyström error (< 1: RLS
+    better), and `_minor` for the small-cluster rows of input (b'). Reported, not gated."""
+    err = {(r["input"], r["method"], r["multiple"]): r for r in table if r["table"] == "error"}
+    out: dict[str, float] = {}
+    for (data, method, mult), rls in err.items():
+        uni = err.get((data, "uniform_nystrom", mult))
+        if method != "rls_nystrom" or uni is None:
+            continue
+        suffix = "" if mult == cfg.headline_multiple else f"_x{mult:g}"
+        for col, name in (("row_err", ""), ("row_err_minor", "_minor")):
+            if col in rls and uni[col] > 0:
+                out[f"{TAG[data]}rls_over_uniform{name}{suffix}"] = rls[col] / uni[col]
+    return out
+
+
 def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     """All sweeps of `cfg.method` (and `cfg.compare`) on inputs (b) and (a)."""
     methods: list[Method] = [cfg.method, *cfg.compare]
@@ -111,8 +147,12 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     phase1 = [{"kind": "spectrum", "cfg": cfg, "scale": x} for x in scales]
     if lm_qkv is not None:
         phase1.append({"kind": "lm_spectrum", "cfg": cfg, "q": lm_qkv[0], "k": lm_qkv[1]})
+    imb_methods = [m for m in methods if m in IMB_METHODS] if cfg.imbalanced.enabled else []
+    if imb_methods:
+        phase1.append({"kind": "imb_spectrum", "cfg": cfg})
     has_sampling = "analogue" in methods
-    total = len(phase1) + len(methods) * (1 + (lm_qkv is not None)) + len(cfg.n_grid)
+    total = (len(phase1) + len(methods) * (1 + (lm_qkv is not None)) + len(imb_methods)
+             + len(cfg.n_grid))  # fmt: skip
     ctx.progress(total + has_sampling, f"attnrow {cfg.method} ({len(methods)} methods)")
     done = [0]
     table = _fan(ctx, phase1, done)
@@ -126,6 +166,23 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         )
     phase2 = [{"kind": "error", "cfg": cfg, "data": name, "method": m, "q": x[0], "k": x[1],
                "v": x[2], "s_lambda": sl} for name, x, sl in inputs for m in methods]  # fmt: skip
+    imb_header = []
+    if imb_methods:
+        imb_lam = next(r["s_lambda"] for r in table if r["table"] == "spectrum_imb")
+        *qkv, q_labels = imbalanced_tokens(cfg.synthetic, cfg.imbalanced, cfg.n_ref, cfg.seed)
+        weights = cluster_weights(cfg.synthetic.clusters, cfg.imbalanced.cluster_decay)
+        small = minor_clusters(weights, cfg.imbalanced.minor_share)
+        minor = np.flatnonzero(np.isin(q_labels, small))
+        phase2 += [{"kind": "error", "cfg": cfg, "data": "imbalanced", "method": m,
+                    "q": qkv[0], "k": qkv[1], "v": qkv[2], "s_lambda": imb_lam, "minor": minor}
+                   for m in imb_methods]  # fmt: skip
+        imb_header.append(
+            f"Input (b', imbalanced): cluster weights ∝ {cfg.imbalanced.cluster_decay:g}^c "
+            f"({', '.join(f'{w:.3g}' for w in weights)}); s_λ = {imb_lam:.1f}; minor clusters "
+            f"{small.tolist()} hold {weights[small].sum():.1%} of the points "
+            f"({len(minor)} of {cfg.n_ref} query rows). RLS vs uniform, exact D and Z; "
+            "reported, not gated."
+        )
     if has_sampling:
         phase2.append({"kind": "sampling", "cfg": cfg, "q": q, "k": k, "v": v, "s": head_s})
     phase2 += [{"kind": "timing", "cfg": cfg, "methods": methods, "n": n, "s": head_s,
@@ -135,7 +192,8 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     summary.update(pass_rule(table, s_lam, cfg))
     header = [
         f"Input (b): s_λ = {s_lam:.1f} at λ = {cfg.lambda_rel}·2n; headline s = {head_s} "
-        f"({cfg.headline_multiple:g}·s_λ). Quantum counts are MODELLED, not measured."
+        f"({cfg.headline_multiple:g}·s_λ). Quantum counts are MODELLED, not measured.",
+        *imb_header,
     ]
     write_table(ctx, table, header)
     write_plots(ctx.artifacts_dir, table)
@@ -148,6 +206,8 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     kind="task",
     baseline=("attnrow_uniform", "attnrow_performer"),
     headline=("row_err", "min"),
+    # like-for-like arm: RLS landmarks with exact D and Z (vs attnrow_uniform's uniform ones)
+    ablations={"exact_dz": ("method=rls_nystrom", "compare=[]")},
     report=REPORT,
 )
 def run(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:

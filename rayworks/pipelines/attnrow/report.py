@@ -66,9 +66,10 @@ def _md(rows: list[Row], keys: list[str]) -> list[str]:
 
 
 SECTIONS = {
-    "error": ("Relative l2 row error vs landmarks (median / p90 over query rows)",
+    "error": ("Relative l2 row error vs landmarks (median / p90 over query rows; row_err_minor: "
+              "median over rows in the small clusters of input b')",
               ["input", "method", "n", "s", "s_over_slambda", "row_err", "row_err_p90",
-               "build_s"]),
+               "row_err_minor", "build_s"]),
     "sampling": ("Sampling error vs m (analogue vs the same landmarks with exact D, Z)",
                  ["n", "s", "m", "sampling_err", "row_err"]),
     "timing": ("Per-query time vs n; oracle calls (classical, counted) beside the MODELLED "
@@ -93,7 +94,8 @@ def write_table(ctx: RunContext, table: list[Row], header: list[str]) -> Path:
 
 
 def write_plots(folder: Path, table: list[Row]) -> list[Path]:
-    """error_vs_landmarks.png (one panel per input), query_time_vs_n.png,
+    """error_vs_landmarks.png (one panel per input; on input b' also dashed lines for the
+    minor-cluster query rows), query_time_vs_n.png,
     s_lambda_vs_scale.png, error_vs_samples.png (when the sweep ran)."""
     import matplotlib
 
@@ -115,8 +117,12 @@ def write_plots(folder: Path, table: list[Row]) -> list[Path]:
     for ax, data in zip(np.atleast_1d(axes), inputs, strict=False):
         for method in dict.fromkeys(r["method"] for r in pick("error", input=data)):
             rows = pick("error", input=data, method=method)
-            ax.plot([r["s_over_slambda"] for r in rows], [r["row_err"] for r in rows], "o-",
-                    label=method)  # fmt: skip
+            line = ax.plot([r["s_over_slambda"] for r in rows], [r["row_err"] for r in rows],
+                           "o-", label=method)[0]  # fmt: skip
+            minor = [r for r in rows if r.get("row_err_minor", math.nan) > 0]
+            if minor:  # input (b'): rows whose query is in a small cluster
+                ax.plot([r["s_over_slambda"] for r in minor], [r["row_err_minor"] for r in minor],
+                        "s--", color=line.get_color(), label=f"{method}, minor-cluster rows")  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="s / s_λ", ylabel="median relative row error",
                title=f"input: {data}")  # fmt: skip
         ax.legend(fontsize=8)

@@ -35,6 +35,8 @@ def test_presets_load(cls: type[AttnRowConfig]) -> None:
         (["lm_input.layer=9"], r"lm_input\.layer=9"),
         (["spectrum_n=100000"], "spectrum_n=100000"),
         (["rls.oversample=-1"], "oversample"),
+        (["imbalanced.cluster_decay=0"], "cluster_decay"),
+        (["imbalanced.cluster_decay=1.5"], "cluster_decay"),
     ],
 )
 def test_errors_name_the_bad_key(override: list[str], names: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 
@@ -13,11 +14,24 @@ def test_smoke_run_through_cli(cli, cli_env) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed"
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert len(records) == 3 + 1 + 4 * 2 + 1 + 3  # spectra, LM s_λ, errors, sampling, timing
+    # spectra (b), LM s_λ, s_λ (b'), errors on (b) and (a), errors on (b'), sampling, timing
+    assert len(records) == 3 + 1 + 1 + 4 * 2 + 2 + 1 + 3
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
     errors = {(r["input"], r["method"]) for r in table if r["table"] == "error"}
     assert errors == {(i, m) for i in ("synthetic", "lm")
-                      for m in ("analogue", "rls_nystrom", "uniform_nystrom", "performer")}  # fmt: skip
+                      for m in ("analogue", "rls_nystrom", "uniform_nystrom", "performer")} | {
+        ("imbalanced", "rls_nystrom"), ("imbalanced", "uniform_nystrom")}  # fmt: skip
+    imb = [r for r in table if r["table"] == "error" and r["input"] == "imbalanced"]
+    assert all(r["minor_rows"] > 0 and 0 <= r["row_err_minor"] < 1 for r in imb)
+    for key in (
+        "imb_s_lambda",
+        "rls_nystrom_imb_row_err",
+        "uniform_nystrom_imb_row_err_minor",
+        "imb_rls_over_uniform",
+        "imb_rls_over_uniform_minor_x1",
+        "rls_over_uniform",
+    ):
+        assert math.isfinite(summary[key]), key
     timing = [r for r in table if r["table"] == "timing" and r["method"] != "exact"]
     assert all(r["calls_query"] == 1 for r in timing)
     assert all(r["calls_match"] == 1.0 for r in timing if "calls_match" in r)
