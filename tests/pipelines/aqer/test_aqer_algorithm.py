@@ -125,7 +125,7 @@ def test_adam_best_follows_torch_adam() -> None:
     want = []
     for _ in range(25):
         value = loss(ref)
-        want.append(float(value))
+        want.append(float(value.detach()))
         opt.zero_grad()
         value.backward()
         opt.step()
