@@ -8,6 +8,7 @@ In-process tests connect with `ray_address` (fixture `ray_session`); CLI subproc
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,33 @@ def cli(cli_env: dict[str, str]):
 
     def run(args: list[str], timeout: float = 600, check: bool = True, env=None):
         return _run_cli(args, env or cli_env, timeout, check)
+
+    return run
+
+
+@dataclass
+class FinishedRun:
+    """What one `rayworks run` wrote: its folder, summary.json and metrics.jsonl records."""
+
+    dir: Path
+    runs: Path  # the runs root (its `cache/` holds shared builds)
+    summary: dict
+    records: list[dict]
+
+
+@pytest.fixture
+def smoke_run(cli, cli_env):
+    """`smoke_run(NAME, *extra_args)`: `rayworks run NAME --preset smoke` through the CLI;
+    checks that exactly one run of NAME completed and returns what it wrote."""
+
+    def run(name: str, *extra: str) -> FinishedRun:
+        cli(["run", name, "--preset", "smoke", "--no-progress", *extra])
+        runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+        [run_dir] = list(runs.glob(f"{name}/*/"))
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["status"] == "completed", summary.get("error")
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return FinishedRun(run_dir, runs, summary, [json.loads(line) for line in lines])
 
     return run
 

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 
-def test_smoke_run_through_cli(cli, cli_env) -> None:
-    cli(["run", "aqer", "--preset", "smoke", "--no-progress"])
-    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [run] = list(runs.glob("aqer/*/"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def test_smoke_run_through_cli(smoke_run) -> None:
+    done = smoke_run("aqer")
+    run, summary, rows = done.dir, done.summary, done.records
     pieces = {(r["piece"], r.get("target"), r.get("g")) for r in rows}
     targets = ["digits/0", "tfim/h=1.0", "brickwork/0"]
     assert {(a, t, g) for a in ("aqer", "hec", "mps") for t in targets for g in (4, 8)} <= pieces

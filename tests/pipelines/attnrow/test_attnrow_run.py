@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 
-def test_smoke_run_through_cli(cli, cli_env) -> None:
-    cli(["run", "attnrow", "--preset", "smoke", "--no-progress"])
-    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [run] = list(runs.glob("attnrow/*/"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def test_smoke_run_through_cli(smoke_run) -> None:
+    done = smoke_run("attnrow")
+    run, summary, records = done.dir, done.summary, done.records
     # spectra (b), LM s_λ, s_λ (b'), errors on (b) and (a), errors on (b'), sampling, timing
     assert len(records) == 3 + 1 + 1 + 4 * 2 + 2 + 1 + 3
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 
-def test_smoke_run_through_cli(cli, cli_env) -> None:
-    cli(["run", "gdr", "--preset", "smoke", "--no-progress"])
-    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [run] = list(runs.glob("gdr/*/"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def test_smoke_run_through_cli(smoke_run) -> None:
+    done = smoke_run("gdr")
+    run, summary, rows = done.dir, done.summary, done.records
     arms = {r["arm"] for r in rows if "arm" in r}
     assert arms == {"lewis", "euclid", "ipm", "ipm_short", "firstorder"}
     assert len(rows) == 2 + 2 + 1 + 5 + 3 * 2 + 2 * 2 + 2  # grid pieces + extras

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 
-def test_smoke_run_through_cli(cli, cli_env) -> None:
-    cli(["run", "lestd", "--preset", "smoke", "--no-progress"])
-    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [run] = list(runs.glob("lestd/*/"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def test_smoke_run_through_cli(smoke_run) -> None:
+    done = smoke_run("lestd")
+    run, summary, rows, runs = done.dir, done.summary, done.records, done.runs
     assert [r["step"] for r in rows if "val_bpc" in r] == [4, 16]
     for r in rows:
         assert r["achieved_ratio"] >= r["step"] and r["domain_gap"] < 1e-3

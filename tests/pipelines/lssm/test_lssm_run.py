@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
-def test_smoke_run_through_cli(cli, cli_env) -> None:
-    cli(["run", "lssm", "--preset", "smoke", "--no-progress"])
-    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [run] = list(runs.glob("lssm/*/"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def test_smoke_run_through_cli(smoke_run) -> None:
+    done = smoke_run("lssm")
+    run, summary, rows = done.dir, done.summary, done.records
     assert sorted(r["step"] for r in rows) == [1, 2]
     for r in rows:
         assert r["em_iters"] == 20 and r["mle_em_iters"] == 20
