@@ -424,6 +424,13 @@ def _finite(value: Any, default: float | None = None) -> float | None:
     return number if math.isfinite(number) else default
 
 
+def _ci_span(mean: float | None, ci: Sequence[Any]) -> tuple[float, float]:
+    """Error-bar lengths below and above `mean` (none for an undefined mean or CI end)."""
+    if mean is None:
+        return 0.0, 0.0
+    return mean - _finite(ci[0], mean), _finite(ci[1], mean) - mean
+
+
 def plot(path: Path, data: dict[str, Any]) -> None:
     """Bar per arm: mean with its 95% CI, each seed's value as a dot."""
     from matplotlib.figure import Figure
@@ -435,11 +442,8 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     # an arm whose headline is undefined (e.g. "iterations to 1%" never reached) gets no
     # bar and an "n/a" mark instead of breaking the chart
     means = [_finite(r["mean"]) for r in data["arms"]]
-    errs: list[list[float]] = [[], []]
-    for m, row in zip(means, data["arms"], strict=True):
-        lo, hi = (0.0, 0.0) if m is None else (_finite(c, m) for c in row["ci95"])
-        errs[0].append(0.0 if m is None else m - lo)
-        errs[1].append(0.0 if m is None else hi - m)
+    spans = [_ci_span(m, r["ci95"]) for m, r in zip(means, data["arms"], strict=True)]
+    errs = [list(side) for side in zip(*spans, strict=True)]
     colors = [ROLE_COLORS[r["role"]] for r in data["arms"]]
     ax.bar(names, [0.0 if m is None else m for m in means], yerr=errs, capsize=6, color=colors)
     for i, row in enumerate(data["arms"]):

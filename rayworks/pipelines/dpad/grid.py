@@ -102,7 +102,9 @@ def flat_row(gen_length: int, results: dict[str, dict[str, float]]) -> dict[str,
     """One log record: every decoder's metrics and speedups vs vanilla / vanilla_et."""
     out: dict[str, float] = {"gen_length": float(gen_length)}
     for name, row in results.items():
-        out.update({f"{name}/{m}": v for m, v in row.items() if m in METRICS or m[:4] == "acc_"})
+        out.update(
+            {f"{name}/{m}": v for m, v in row.items() if m in METRICS or m.startswith("acc_")}
+        )
         for ref in ("vanilla", "vanilla_et"):
             if ref in results and ref != name:
                 for k, v in speedups(row, results[ref]).items():

@@ -107,11 +107,9 @@ def make_item(task: str, cfg: TaskConfig, rng: np.random.Generator) -> tuple[lis
     """(prompt body without padding, answer) of one item."""
     if task in ("add", "add_lsb"):
         a, b = (str(int(rng.integers(1000, 10_000))) for _ in range(2))
+        total = str(int(a) + int(b))
         if task == "add_lsb":
             a, b = a[::-1], b[::-1]
-            total = str(int(a[::-1]) + int(b[::-1]))
-        else:
-            total = str(int(a) + int(b))
         body = [*_digits(np.array(list(a), int)), PLUS, *_digits(np.array(list(b), int))]
         answer = _digits(np.array(list(total[::-1]), int))
     else:
