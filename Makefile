@@ -8,7 +8,7 @@ export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.torch_extensions
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup system-deps demo test lint format bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,16 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -e ".[dev]"
 	touch $(STAMP)
 
-setup: $(STAMP)
+# mvc speaks its corpus with Debian's espeak-ng: install it where it is missing (apt, as root
+# or through sudo). Where that fails, `rayworks run mvc` stops with a message saying so.
+system-deps:
+	@command -v espeak-ng >/dev/null 2>&1 || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  { $$sudo apt-get install -y -qq espeak-ng || \
+	    { $$sudo apt-get update -qq && $$sudo apt-get install -y -qq espeak-ng; }; } >/dev/null 2>&1 \
+	  || echo "espeak-ng could not be installed: the mvc pipeline will not run here"; }
+
+setup: system-deps $(STAMP)
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/rayworks demo

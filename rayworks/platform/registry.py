@@ -15,6 +15,7 @@ import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from rayworks.errors import ConfigError, UnknownNameError
@@ -157,15 +158,48 @@ def load_all() -> None:
     _import_all("rayworks.evals")
 
 
+_REGISTERED = re.compile(r"""\b(pipeline|evaluation)\(\s*["']([A-Za-z0-9_-]+)["']""")
+
+
+def _source_index() -> dict[tuple[str, str], str]:
+    """(kind, name) -> the package whose source registers it, read as text (no imports)."""
+    index: dict[tuple[str, str], str] = {}
+    for root in ("rayworks.pipelines", "rayworks.evals"):
+        pkg = importlib.import_module(root)
+        for folder in map(Path, pkg.__path__):
+            for path in sorted(folder.rglob("*.py")):
+                parts = path.relative_to(folder).with_suffix("").parts
+                owner = f"{root}.{parts[0]}"
+                for kind, name in _REGISTERED.findall(path.read_text(encoding="utf-8")):
+                    index.setdefault((kind, name), owner)
+    return index
+
+
+def _load_for(kind: str, name: str, table: dict[str, Any]) -> None:
+    """Import only the package that registers `name`; everything when the scan misses it.
+
+    Importing every pipeline costs seconds (torch, transformers, sklearn, scipy.stats...)
+    in each CLI process and each Ray worker that runs one pipeline; the text scan finds the
+    one package to import, and `load_all` stays the fallback (and serves `list`, `demo`).
+    """
+    if name in table:
+        return
+    owner = _source_index().get((kind, name))
+    if owner is not None:
+        importlib.import_module(owner)
+    if name not in table:
+        load_all()
+
+
 def get_pipeline(name: str) -> PipelineSpec:
-    load_all()
+    _load_for("pipeline", name, PIPELINES)
     if name not in PIPELINES:
         raise UnknownNameError("pipeline", name, list(PIPELINES))
     return PIPELINES[name]
 
 
 def get_evaluation(name: str) -> EvaluationSpec:
-    load_all()
+    _load_for("evaluation", name, EVALUATIONS)
     if name not in EVALUATIONS:
         raise UnknownNameError("evaluation", name, list(EVALUATIONS))
     return EVALUATIONS[name]
