@@ -9,7 +9,10 @@ own children.
 
 Without a running Ray (unit tests, a notebook) the same calls run in this process, in
 order: results are identical either way because every piece seeds itself from its
-arguments.
+arguments. The same holds inside a placement group that captures child tasks, e.g. a
+Ray Tune trial: its bundles hold only the trial's own CPU, which the trial itself uses, so
+a child task would wait forever ("No trial resources are available"), and escaping the
+group could deadlock a sweep whose trials hold every CPU while they wait for their pieces.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def fan_out(
     """
     import ray
 
-    if not ray.is_initialized():
+    if not ray.is_initialized() or ray.util.get_current_placement_group() is not None:
         results = []
         for i, kw in enumerate(calls):
             results.append(_pinned(fn, threads, kw))

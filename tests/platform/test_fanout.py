@@ -47,3 +47,28 @@ def test_as_ray_tasks_keeps_order_pins_threads_and_fails_loudly(ray_session) -> 
     assert sorted(seen) == list(range(5))
     with pytest.raises(Exception, match="piece 2 failed"):
         fan_out(_piece, [{"x": 1}, {"x": 2, "fail": True}])
+
+
+def test_inside_a_capturing_placement_group_runs_in_process(ray_session) -> None:
+    """A Tune trial's placement group holds only the trial's CPU: pieces stay in-process."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = placement_group([{"CPU": 1}])
+    ray.get(group.ready(), timeout=60)
+    piece = _piece
+
+    def trial() -> tuple[list[int], set[int], int]:
+        import os
+
+        out = fan_out(piece, [{"x": 2}, {"x": 3}])
+        return [r[0] for r in out], {r[2] for r in out}, os.getpid()
+
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+    try:
+        ref = ray.remote(trial).options(num_cpus=1, scheduling_strategy=strategy).remote()
+        squares, pids, trial_pid = ray.get(ref, timeout=120)
+    finally:
+        remove_placement_group(group)
+    assert squares == [4, 9] and pids == {trial_pid}
