@@ -1,0 +1,148 @@
+"""`rayworks run vudg` / `rayworks bench vudg`: VUDG-mini, a video QA domain-generalisation
+benchmark (arXiv 2505.24346; perception.md §3; the CPU recipe is reconstructed).
+
+One run builds (or reuses from the cache) the dataset folder (`dataset.py`: 11 domain
+renderers of shared scene graphs, four question types, six options, the simulated
+multi-expert annotation), then fans out one Ray task per training run of its protocols
+(`protocols.plan`, `train.train_piece`: frame CNN + GRU + option scoring), writes each
+run's test predictions as a jsonl file and scores it with the `rayworks eval vudg` code.
+
+The bench compares protocols, not models: `vudg` = multi-source leave-one-domain-out
+(Avg_m), baselines `vudg_all` (all-domain training, the upper bound, scored on the same
+held-out domains) and `vudg_single` (single-source, Avg_s). Each piece's result is cached
+by its settings, so bench arms asking for the same training run share one.
+Artifacts: `dataset.json`, `predictions_<run>.jsonl`, `table.jsonl`, `table.md`,
+`accuracy_by_domain.png`, `accuracy_by_type.png`, `annotation_errors.png`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rayworks.pipelines.vudg.config import VUDGAllConfig, VUDGConfig, VUDGSingleConfig
+from rayworks.pipelines.vudg.dataset import cached_dataset
+from rayworks.pipelines.vudg.evaluate import score_file
+from rayworks.pipelines.vudg.protocols import avg_m, avg_s, plan
+from rayworks.pipelines.vudg.report import pass_rule, write_plots, write_table
+from rayworks.pipelines.vudg.train import train_piece
+from rayworks.platform.build_cache import locked_build, settings_digest
+from rayworks.platform.context import RunContext
+from rayworks.platform.fanout import fan_out
+from rayworks.platform.registry import pipeline
+
+REPORT = ("lodo_accuracy", "all_accuracy", "single_accuracy", "acc_temporal",
+          "e3_het_residual_errors", "e3_self_residual_errors", "pass_rule")  # fmt: skip
+
+
+def cached_piece(cache_dir: str, **piece: Any) -> dict[str, Any]:
+    """`train_piece` once per settings (the dataset folder names the data settings):
+    concurrent bench arms asking for the same training run wait for one result."""
+    folder = Path(cache_dir) / f"piece-{settings_digest(piece)}"
+    result = folder / "result.json"
+
+    def build() -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "result.json.tmp"
+        tmp.write_text(json.dumps(train_piece(**piece)))
+        tmp.rename(result)
+
+    locked_build(folder, result, build)
+    return json.loads(result.read_text())
+
+
+def headline(protocol: str, scores: dict[str, dict[str, float]], cfg: VUDGConfig) -> float:
+    """The protocol's mean held-out accuracy: Avg_m (lodo), the all-domain model's mean over
+    the same held-out domains (all), Avg_s (single)."""
+    if protocol == "lodo":
+        return avg_m({d: scores[f"lodo-{d}"][f"acc_{d}"] for d in cfg.held_out})
+    if protocol == "all":
+        return avg_m({d: scores["all"][f"acc_{d}"] for d in cfg.held_out})
+    return avg_s({s: {d: scores[f"single-{s}"][f"acc_{d}"] for d in cfg.data.domains if d != s}
+                  for s in cfg.sources})  # fmt: skip
+
+
+def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
+    """Dataset (cached) → every training run of the protocols (fan-out) → scores, tables."""
+    data_dir = cached_dataset(ctx.cache_root, cfg.data.model_dump(mode="json"),
+                              cfg.annotation.model_dump(mode="json"), cfg.seed)  # fmt: skip
+    report = json.loads((data_dir / "annotation_report.json").read_text())
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    (ctx.artifacts_dir / "dataset.json").write_text(json.dumps(
+        {"dataset_dir": str(data_dir.resolve()), "questions": manifest["questions"],
+         "clips": manifest["clips"]}, indent=2))  # fmt: skip
+    protocols = [cfg.protocol, *cfg.compare]
+    pieces = [(p, run) for p in protocols for run in plan(p, cfg.data.domains, cfg.held_out,
+                                                          cfg.sources)]  # fmt: skip
+    model = cfg.model.model_dump(mode="json")
+    cache = str(ctx.cache_root / "vudg" / "pieces")
+    calls = [{"cache_dir": cache, "data_dir": str(data_dir.resolve()), "model": model,
+              "seed": cfg.seed, **run} for _, run in pieces]  # fmt: skip
+    ctx.progress(len(calls) + 1, f"vudg {cfg.protocol} ({len(calls)} training runs)")
+    scores: dict[str, dict[str, float]] = {}
+    tables: dict[str, Any] = {}
+    results = {}
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        label = result["label"]
+        path = ctx.artifacts_dir / f"predictions_{label}.jsonl"
+        path.write_text("".join(json.dumps(p) + "\n" for p in result["predictions"]))
+        scores[label], tables[label] = score_file(data_dir, path, "test", result["test_domains"])
+        results[label] = result
+        ctx.log(i + 1, protocol=pieces[i][0], run=label, accuracy=scores[label]["accuracy"],
+                train_loss=result["train_loss"], seconds=result["seconds"])  # fmt: skip
+
+    if cfg.parallel:
+        fan_out(cached_piece, calls, threads=1, on_done=done)
+    else:  # inside a Tune trial, which may not launch Ray tasks of its own
+        for i, call in enumerate(calls):
+            done(i, cached_piece(**call))
+    summary: dict[str, float] = {f"{p}_accuracy": headline(p, scores, cfg) for p in protocols}
+    summary["accuracy"] = summary[f"{cfg.protocol}_accuracy"]
+    own = [run["label"] for p, run in pieces if p == cfg.protocol]
+    for key in {k for label in own for k in scores[label] if k.startswith("acc_")}:
+        values = [scores[label][key] for label in own if key in scores[label]]
+        summary[key] = sum(values) / len(values)  # per domain / type, this protocol's runs
+    summary["n_params"] = float(next(iter(results.values()))["n_params"])
+    summary["train_seconds"] = sum(r["seconds"] for r in results.values())
+    for branch in ("het", "self"):
+        for key in (
+            "items",
+            "errors_E1",
+            "errors_E2",
+            "flagged",
+            "caught",
+            "missed",
+            "fixed",
+            "deleted",
+            "kept",
+        ):
+            summary[f"e3_{branch}_{key}"] = float(report[branch][key])
+        summary[f"e3_{branch}_residual_errors"] = float(report[branch]["errors_final"])
+    summary.update(pass_rule(summary, protocols))
+    ctx.log(len(calls) + 1, accuracy=summary["accuracy"])
+    write_table(ctx, cfg, scores, tables, report, summary, protocols)
+    write_plots(ctx.artifacts_dir, cfg, scores, report, protocols)
+    return summary
+
+
+@pipeline("vudg", config=VUDGConfig, kind="task", baseline=("vudg_all", "vudg_single"),
+          headline=("accuracy", "max"), report=REPORT)  # fmt: skip
+def run(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
+    """VUDG-mini multi-source leave-one-domain-out video QA (Avg_m), vs all-domain / single."""
+    return run_vudg(cfg, ctx)
+
+
+@pipeline("vudg_all", config=VUDGAllConfig, kind="task", headline=("accuracy", "max"),
+          report=REPORT)  # fmt: skip
+def run_all(cfg: VUDGAllConfig, ctx: RunContext) -> dict[str, float]:
+    """VUDG-mini all-domain training (upper bound), scored on the held-out domains."""
+    return run_vudg(cfg, ctx)
+
+
+@pipeline("vudg_single", config=VUDGSingleConfig, kind="task", headline=("accuracy", "max"),
+          report=REPORT)  # fmt: skip
+def run_single(cfg: VUDGSingleConfig, ctx: RunContext) -> dict[str, float]:
+    """VUDG-mini single-source training, scored on every other domain (Avg_s)."""
+    return run_vudg(cfg, ctx)

@@ -1,0 +1,177 @@
+"""The run's tables (jsonl + markdown), plots and the card's pass rule."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rayworks.pipelines.vudg.annotate import TYPES
+from rayworks.pipelines.vudg.config import VUDGConfig
+from rayworks.platform.context import RunContext
+
+Cells = dict[tuple[str, str], tuple[int, int]]
+STAGES = (("errors_E1", "label errors after E1 (generator)"),
+          ("errors_E2", "label errors after E2 (distractors)"),
+          ("flagged", "E3 flagged (fixable + invalid)"), ("caught", "E3 flagged, truly wrong"),
+          ("missed", "E3 passed, truly wrong"), ("false_flags", "E3 flagged, actually right"),
+          ("fixed", "humans fixed"), ("deleted", "humans deleted"),
+          ("errors_final", "residual label errors (final audit)"))  # fmt: skip
+
+
+def pass_rule(summary: dict[str, float], protocols: list[str]) -> dict[str, float]:
+    """Card: all-domain > LODO > single-source on the mean over held-out domains, and
+    E3-het leaves fewer residual label errors than E3-self. Only when all three ran."""
+    if not {"lodo", "all", "single"} <= set(protocols):
+        return {}
+    order = summary["all_accuracy"] > summary["lodo_accuracy"] > summary["single_accuracy"]
+    het = summary["e3_het_residual_errors"] < summary["e3_self_residual_errors"]
+    return {"pass_ordering": float(order), "pass_annotation": float(het),
+            "pass_rule": float(order and het)}  # fmt: skip
+
+
+def merged(tables: dict[str, Cells], labels: list[str]) -> Cells:
+    """Cell counts summed over several runs."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for label in labels:
+        for key, (c, n) in tables[label].items():
+            out[key][0] += c
+            out[key][1] += n
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def by(cells: Cells, axis: int) -> dict[str, float]:
+    """Accuracy per domain (axis 0) or per type (axis 1)."""
+    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for key, (c, n) in cells.items():
+        acc[key[axis]][0] += c
+        acc[key[axis]][1] += n
+    return {k: c / n for k, (c, n) in acc.items()}
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def _cell(cells: Cells, domain: str, qtype: str) -> str:
+    c, n = cells.get((domain, qtype), (0, 0))
+    return _f(c / n) if n else "-"
+
+
+def _md(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|",
+            *("| " + " | ".join(r) + " |" for r in rows), ""]  # fmt: skip
+
+
+def _labels(tables: dict[str, Cells], protocol: str) -> list[str]:
+    return [k for k in tables if k == protocol or k.startswith(f"{protocol}-")]
+
+
+def write_table(ctx: RunContext, cfg: VUDGConfig, scores: dict[str, dict[str, float]],
+                tables: dict[str, Cells], report: dict[str, Any], summary: dict[str, float],
+                protocols: list[str]) -> Path:  # fmt: skip
+    """table.jsonl: one row per (run, domain, type) cell and per annotation branch;
+    table.md: protocols, held-out domains, single-source matrix, types, annotation."""
+    rows = [{"run": label, "protocol": label.split("-")[0], "domain": d, "type": t,
+             "correct": c, "questions": n, "accuracy": c / n}
+            for label, cells in tables.items() for (d, t), (c, n) in sorted(cells.items())]  # fmt: skip
+    rows += [{"annotation_branch": b, **report[b]} for b in ("het", "self")]
+    ctx.write_jsonl("table.jsonl", rows)
+    lines = ["Protocols (mean accuracy over held-out test domains; chance = 1/6):", ""]
+    lines += _md(["protocol", "accuracy", "training runs"],
+                 [[p, _f(summary[f"{p}_accuracy"]), str(len(_labels(tables, p)))]
+                  for p in protocols])  # fmt: skip
+    held = [p for p in ("lodo", "all") if p in protocols]
+    if held:
+        lines += ["Held-out domains (LODO: model trained on the other domains):", ""]
+        lines += _md(["protocol", *cfg.held_out],
+                     [[p, *(_f(by(merged(tables, _labels(tables, p)), 0).get(d))
+                            for d in cfg.held_out)] for p in held])  # fmt: skip
+    if "single" in protocols:
+        lines += ["Single-source: row = training domain, column = test domain:", ""]
+        lines += _md(["source", *cfg.data.domains],
+                     [[s, *(_f(scores[f"single-{s}"].get(f"acc_{d}")) for d in cfg.data.domains)]
+                      for s in cfg.sources])  # fmt: skip
+    lines += ["Per question type (cells pooled over the protocol's runs):", ""]
+    lines += _md(["protocol", *TYPES], [[p, *(_f(by(merged(tables, _labels(tables, p)), 1).get(t))
+                                              for t in TYPES)] for p in protocols])  # fmt: skip
+    own = merged(tables, _labels(tables, cfg.protocol))
+    lines += [f"Domain x type ({cfg.protocol}):", ""]
+    lines += _md(["domain", *TYPES, "all"],
+                 [[d, *(_cell(own, d, t) for t in TYPES), _f(acc)]
+                  for d, acc in sorted(by(own, 0).items())])  # fmt: skip
+    lines += [
+        "Simulated annotation (items of all clips; E3-het = independent verifier, "
+        "E3-self = shares E1's errors):",
+        "",
+    ]
+    lines += _md(
+        ["stage", "E3-het", "E3-self"],
+        [[name, str(report["het"][k]), str(report["self"][k])] for k, name in STAGES],
+    )
+    lines += _md(["residual errors by type", "E3-het", "E3-self"],
+                 [[t, str(report["by_type"][t]["het"]["errors_final"]),
+                   str(report["by_type"][t]["self"]["errors_final"])] for t in TYPES])  # fmt: skip
+    path = ctx.artifacts_dir / "table.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float]],
+                report: dict[str, Any], protocols: list[str]) -> None:  # fmt: skip
+    """accuracy_by_domain.png, accuracy_by_type.png, annotation_errors.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def bars(ax: Any, groups: list[str], series: dict[str, list[float]], ylabel: str) -> None:
+        width = 0.8 / max(1, len(series))
+        for k, (name, values) in enumerate(series.items()):
+            ax.bar(np.arange(len(groups)) + k * width, values, width, label=name)
+        ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=30)
+        ax.set_ylabel(ylabel)
+        ax.legend()
+
+    def acc(label: str, key: str) -> float:
+        return scores.get(label, {}).get(key, float("nan"))
+
+    series: dict[str, list[float]] = {}
+    if "lodo" in protocols:
+        series["LODO"] = [acc(f"lodo-{d}", f"acc_{d}") for d in cfg.held_out]
+    if "all" in protocols:
+        series["all-domain"] = [acc("all", f"acc_{d}") for d in cfg.held_out]
+    if "single" in protocols:
+        series["single-source (mean over sources)"] = [
+            float(np.nanmean([acc(f"single-{s}", f"acc_{d}") for s in cfg.sources]))
+            if any(s != d for s in cfg.sources) else float("nan") for d in cfg.held_out]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bars(ax, cfg.held_out, series, "accuracy on held-out domain")
+    ax.axhline(1 / 6, color="gray", linestyle="--")
+    fig.tight_layout()
+    fig.savefig(folder / "accuracy_by_domain.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    per_type = {p: [float(np.mean([v[f"acc_{t}"] for k, v in scores.items()
+                                   if (k == p or k.startswith(f"{p}-")) and f"acc_{t}" in v]))
+                    for t in TYPES] for p in protocols}  # fmt: skip
+    bars(ax, list(TYPES), per_type, "accuracy (mean over the protocol's runs)")
+    ax.axhline(1 / 6, color="gray", linestyle="--")
+    fig.tight_layout()
+    fig.savefig(folder / "accuracy_by_type.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    keys = ["errors_E1", "errors_E2", "errors_final"]
+    bars(
+        ax,
+        ["after E1", "after E2", "after E3 + humans"],
+        {f"E3-{b}": [report[b][k] for k in keys] for b in ("het", "self")},
+        "label errors",
+    )
+    fig.tight_layout()
+    fig.savefig(folder / "annotation_errors.png", dpi=110)
+    plt.close(fig)
