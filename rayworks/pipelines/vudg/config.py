@@ -91,11 +91,6 @@ class VUDGConfig(PipelineConfig):
     )
     sources: list[str] = Field(default_factory=lambda: ["movie", "first_person", "fog"],
                                description="single-source training domains (card's 3)")  # fmt: skip
-    parallel: bool = Field(
-        True,
-        description="training runs as parallel Ray tasks; false = one after another in this "
-        "process (use under `rayworks sweep`: a Tune trial cannot launch child tasks)",
-    )
     data: DataConfig = Field(default_factory=DataConfig)
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

@@ -93,11 +93,7 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
         ctx.log(i + 1, protocol=pieces[i][0], run=label, accuracy=scores[label]["accuracy"],
                 train_loss=result["train_loss"], seconds=result["seconds"])  # fmt: skip
 
-    if cfg.parallel:
-        fan_out(cached_piece, calls, threads=1, on_done=done)
-    else:  # inside a Tune trial, which may not launch Ray tasks of its own
-        for i, call in enumerate(calls):
-            done(i, cached_piece(**call))
+    fan_out(cached_piece, calls, threads=1, on_done=done)  # in-process inside a Tune trial
     summary: dict[str, float] = {f"{p}_accuracy": headline(p, scores, cfg) for p in protocols}
     summary["accuracy"] = summary[f"{cfg.protocol}_accuracy"]
     own = [run["label"] for p, run in pieces if p == cfg.protocol]

@@ -1,4 +1,4 @@
-"""`run_vudg` in this process (parallel=false, the sweep path): scores and the piece cache."""
+"""`run_vudg` in this process (fan_out runs the pieces here without Ray): scores, piece cache."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rayworks.pipelines.vudg.pipeline import run_vudg
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
-TINY = ["parallel=false", "data.domains=[fog,night]", "data.n_train=4", "data.n_test=3",
+TINY = ["data.domains=[fog,night]", "data.n_train=4", "data.n_test=3",
         "held_out=[night]", "sources=[fog]", "model.width=4", "model.hidden=8"]  # fmt: skip
 
 
