@@ -97,7 +97,7 @@ class RouterMetrics:
     routers in one process never collide)."""
 
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = reg = CollectorRegistry()
         self.requests = Counter("rayworks_ttc_requests", "HTTP requests by route and status",
@@ -114,6 +114,8 @@ class RouterMetrics:
                                 registry=reg, buckets=(1, 2, 4, 8, 16, 32, 64))  # fmt: skip
         self.retries = Counter("rayworks_ttc_model_retries", "model calls retried after a "
                                "replica failure", ["model"], registry=reg)  # fmt: skip
+        self.in_flight = Gauge("rayworks_ttc_model_calls_in_flight", "model-deployment calls "
+                               "awaiting their replica", ["model"], registry=reg)  # fmt: skip
 
     def observe_results(self, results: list[dict[str, Any]]) -> None:
         for r in results:
@@ -192,7 +194,8 @@ class Router:
             response = handle.sample.remote(prompts, sampling.max_tokens, sampling.temperature,
                                             sampling.top_p, list(sampling.stop))  # fmt: skip
             try:
-                reply = await asyncio.wait_for(_result_of(response), s.model_timeout_s)
+                with self.metrics.in_flight.labels(sampling.model).track_inprogress():
+                    reply = await asyncio.wait_for(_result_of(response), s.model_timeout_s)
             except self.replica_errors as err:
                 last = err
                 continue

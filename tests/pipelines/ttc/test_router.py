@@ -340,6 +340,18 @@ def test_overload_answers_503_fast(server) -> None:
     assert max(t for code, t in results if code == 503) < 5.0, results
 
 
+def _wait_for_a_call_in_flight(server: str, timeout: float = 60) -> None:
+    """Until the router awaits a model replica (a kill before that would test nothing)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
+        found = re.search(r"rayworks_ttc_model_calls_in_flight\{[^}]*\} (\S+)", text)
+        if found and float(found.group(1)) >= 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no model call went in flight within the timeout")
+
+
 def test_killed_model_replica_is_replaced(server) -> None:
     """Kill the model replica under in-flight requests: each ends with 200 or a clear 503,
     none hangs, and the replaced replica serves the next request."""
@@ -355,7 +367,7 @@ def test_killed_model_replica_is_replaced(server) -> None:
     assert replicas, ray.util.list_named_actors(all_namespaces=True)
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(call, i) for i in range(2)]
-        time.sleep(1.0)
+        _wait_for_a_call_in_flight(server)
         for actor in replicas:
             ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
         replies = [f.result(timeout=150) for f in futures]
