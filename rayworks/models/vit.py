@@ -127,13 +127,20 @@ class ViT(nn.Module):
         x = images.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
         return x.reshape(b, (h // p) * (w // p), c * p * p)
 
-    def features(self, images: Tensor) -> Tensor:
-        """The final class-token representation [B, d_model] (before the head)."""
-        x = self.patch(self.patches(images))
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+    def encode(self, images: Tensor, keep: Tensor | None = None) -> Tensor:
+        """Final-LayerNorm tokens [B, 1 + T', d_model]: the class token, then the patches
+        that `keep` [B, T'] selects (an MAE encoder's visible patches; None keeps all)."""
+        x = self.patch(self.patches(images)) + self.pos[:, 1:]
+        if keep is not None:
+            x = torch.gather(x, 1, keep[..., None].expand(-1, -1, x.shape[-1]))
+        x = torch.cat([(self.cls + self.pos[:, :1]).expand(x.shape[0], -1, -1), x], 1)
         for block in self.blocks:
             x = block(x)
-        return self.norm(x[:, 0])
+        return self.norm(x)
+
+    def features(self, images: Tensor) -> Tensor:
+        """The final class-token representation [B, d_model] (before the head)."""
+        return self.encode(images)[:, 0]
 
     def forward(self, images: Tensor) -> Tensor:
         return self.head(self.features(images))

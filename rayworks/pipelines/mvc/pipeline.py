@@ -1,0 +1,122 @@
+"""`rayworks run mvc` / `rayworks bench mvc`: MambaVoiceCloning's SSM-only conditioning
+stack (arm b) against the attention/LSTM stack (`mvc_attn`, arm a) under one fixed decoder
+on a local espeak-ng corpus (generative.md §2; the CPU recipe is reconstructed).
+
+One run: build or find the cached corpus (`corpus.py`), pretrain or find the cached fixed
+decoder and CTC recognizer (`shared.py`, two parallel pieces), then fan out every arm
+(`train.arm_piece`: train with checkpoints, evaluate, write Griffin-Lim samples) and, in
+the method run, the encoder scaling pieces (`scaling.py`); finally the streaming check
+(chunked causal encoder = full causal run). Ablations (c) no gates and (d) no AdaLN are
+bench arms `mvc[nogate]`, `mvc[noadaln]`. Artifacts: `table.jsonl`, `table.md`,
+`loss_curves.png`, `scaling.png`, `samples/*.wav`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rayworks.pipelines.mvc.config import MVCAttnConfig, MVCConfig
+from rayworks.pipelines.mvc.corpus import find_espeak, read_corpus
+from rayworks.pipelines.mvc.evaluate import reference_metrics
+from rayworks.pipelines.mvc.report import QUALITY, pass_rule, slopes, write_plots, write_table
+from rayworks.pipelines.mvc.scaling import scaling_piece
+from rayworks.pipelines.mvc.shared import build_piece, corpus_folder, load_decoder, load_recognizer
+from rayworks.pipelines.mvc.stacks import CausalTextEncoder
+from rayworks.pipelines.mvc.train import arm_piece
+from rayworks.platform.context import RunContext
+from rayworks.platform.fanout import fan_out
+from rayworks.platform.registry import pipeline
+
+REPORT = ("mcd_dtw", "log_f0_rmse", "log_dur_mae", "per", "pass_rule")
+SCALED = ("attn", "mvc", "mvc_causal")
+
+
+def run_piece(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One fan-out piece (module level, so Ray workers can import it)."""
+    fn = {"build": build_piece, "arm": arm_piece, "scaling": scaling_piece}[kind]
+    return fn(**kwargs)
+
+
+def label_of(cfg: MVCConfig) -> str:
+    if cfg.arm == "attn":
+        return "attn"
+    tags = [t for t, on in (("nogate", cfg.stack.fusion == "concat"),
+                            ("noadaln", cfg.stack.style == "concat")) if on]  # fmt: skip
+    return "_".join(["mvc", *tags])
+
+
+def streaming_gap(vocab_size: int, stack: dict[str, Any], seed: int) -> float:
+    """max |chunked - full| of the causal encoder on a 300-token sequence, chunks of 37."""
+    torch.manual_seed(seed)
+    enc = CausalTextEncoder(vocab_size, {**stack, "dropout": 0.0}).eval()
+    ids = torch.randint(1, vocab_size, (1, 300))
+    with torch.no_grad():
+        return float((enc(ids)[0] - enc.stream(ids, 37)).abs().max())
+
+
+def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
+    torch.set_num_threads(1)
+    find_espeak(cfg.corpus.espeak_bin)
+    dump = cfg.model_dump(mode="json")
+    label = label_of(cfg)
+    ctx.progress(cfg.train.steps, f"mvc {label} (+{len(cfg.compare)} compared arms)")
+    folder, _ = corpus_folder(dump["corpus"], ctx.cache_root)
+    built = fan_out(run_piece, [{"kind": "build", "kwargs": {"what": w, "corpus_folder": str(folder),
+                                                             "cfg": dump[w]}}
+                                for w in ("decoder", "recognizer")], threads=1)  # fmt: skip
+    arms = [(label, cfg.arm)] + [(a, a) for a in cfg.compare]
+    calls = [{"kind": "arm", "kwargs": {"label": lab, "arm": arm, "cfg": dump,
+                                        "corpus_folder": str(folder), "ctx": ctx,
+                                        "seed": cfg.seed}} for lab, arm in arms]  # fmt: skip
+    if cfg.scaling is not None:
+        calls += [{"kind": "scaling", "kwargs": {"kind": k, "stack": dump["stack"],
+                                                 "scaling": dump["scaling"]}} for k in SCALED]  # fmt: skip
+    done = fan_out(run_piece, calls, threads=1)
+    results = [r for r in done if r["kind"] == "arm"]
+    scaling = [r for r in done if r["kind"] == "scaling"]
+
+    corpus = read_corpus(folder)
+    vocab = len(corpus.vocab)
+    decoder, recognizer = (load_decoder(folder, dump["decoder"], vocab),
+                           load_recognizer(folder, dump["recognizer"], vocab))  # fmt: skip
+    floors = reference_metrics(decoder, recognizer, corpus, cfg.seed,
+                               ctx.artifacts_dir / "samples", cfg.griffin_lim_iters)  # fmt: skip
+    extra = {"stream_max_abs_diff": streaming_gap(vocab, dump["stack"], cfg.seed),
+             "decoder_final_l1": built[0]["final_loss"], "recognizer_final_ctc": built[1]["final_loss"],
+             "n_utterances": len(corpus.texts), "vocab_size": vocab}  # fmt: skip
+    slope = slopes(scaling, cfg.scaling.fit_from) if cfg.scaling is not None else {}
+    by_label = {r["label"]: r for r in results}
+    summary: dict[str, float] = {**floors, **extra, **slope}
+    for r in results:
+        prefix = "" if r["label"] == label else f"{r['label']}_"
+        for key in (*QUALITY, "params", "train_seconds"):
+            summary[prefix + key] = r[key]
+    summary.update(pass_rule(by_label[label], by_label.get("attn") if cfg.arm != "attn" else None,
+                             slope, cfg.parity_tolerance, cfg.slope_band))  # fmt: skip
+    write_table(ctx, results, floors, scaling, slope, extra)
+    write_plots(ctx, results, scaling)
+    ctx.log(cfg.train.steps, **{k: v for k, v in summary.items() if k in QUALITY})
+    return summary
+
+
+@pipeline(
+    "mvc",
+    config=MVCConfig,
+    kind="task",
+    baseline="mvc_attn",
+    headline=("mcd", "min"),
+    ablations={"nogate": ("stack.fusion=concat", "compare=[]", "scaling=null"),
+               "noadaln": ("stack.style=concat", "compare=[]", "scaling=null")},
+    report=REPORT,
+)  # fmt: skip
+def run(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
+    """MVC: gated Bi-Mamba + temporal Bi-Mamba + expressive Mamba with AdaLN (espeak-ng TTS)."""
+    return run_mvc(cfg, ctx)
+
+
+@pipeline("mvc_attn", config=MVCAttnConfig, kind="task", headline=("mcd", "min"), report=REPORT)
+def run_attn(cfg: MVCAttnConfig, ctx: RunContext) -> dict[str, float]:
+    """StyleTTS2-like stack: Transformer text encoder + BiLSTM duration / prosody predictors."""
+    return run_mvc(cfg, ctx)

@@ -1,0 +1,108 @@
+"""The run's table (jsonl + markdown), its plots (scaling, loss curves) and the card's
+pass rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rayworks.pipelines.mvc.metrics import loglog_slope
+from rayworks.platform.context import RunContext
+
+QUALITY = ("mcd", "mcd_dtw", "log_f0_rmse", "log_dur_mae", "per")
+
+
+def slopes(scaling: list[dict[str, Any]], fit_from: int) -> dict[str, float]:
+    """Log-log slopes of time and peak memory in T per encoder (points with T ≥ fit_from)."""
+    out: dict[str, float] = {}
+    for piece in scaling:
+        rows = [r for r in piece["rows"] if r["T"] >= fit_from]
+        ts = [r["T"] for r in rows]
+        out[f"{piece['encoder']}_time_slope"] = loglog_slope(ts, [r["seconds"] for r in rows])
+        out[f"{piece['encoder']}_mem_slope"] = loglog_slope(ts, [r["peak_mb"] for r in rows])
+    return out
+
+
+def pass_rule(
+    method: dict[str, Any], base: dict[str, Any] | None, slope: dict[str, float],
+    tolerance: float, band: tuple[float, float],
+) -> dict[str, float]:  # fmt: skip
+    """Card: (b) within ±tolerance of (a) on MCD and log-F0 RMSE; (b)'s encoder time and
+    peak memory grow linearly (log-log slope in `band`) while (a)'s memory grows faster
+    (slope above the band). Only in runs that trained (a) and ran the scaling benchmark."""
+    if base is None or "mvc_mem_slope" not in slope or "attn_mem_slope" not in slope:
+        return {}
+    checks = {
+        "pass_parity_mcd": abs(method["mcd"] / base["mcd"] - 1) <= tolerance,
+        "pass_parity_f0": abs(method["log_f0_rmse"] / base["log_f0_rmse"] - 1) <= tolerance,
+        "pass_linear": all(band[0] <= slope[f"mvc_{k}_slope"] <= band[1] for k in ("time", "mem")),
+        "pass_attn_faster": slope["attn_mem_slope"] > band[1],
+    }
+    out = {k: float(v) for k, v in checks.items()}
+    out["pass_rule"] = float(all(checks.values()))
+    return out
+
+
+def _f(x: Any, spec: str = ".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def write_table(
+    ctx: RunContext, arms: list[dict[str, Any]], floors: dict[str, float],
+    scaling: list[dict[str, Any]], slope: dict[str, float], extra: dict[str, float],
+) -> None:  # fmt: skip
+    """table.jsonl: one row per arm and per scaling point; table.md: the same, readable."""
+    rows = [{k: v for k, v in a.items() if k != "curve"} for a in arms]
+    points = [r for piece in scaling for r in piece["rows"]]
+    ctx.write_jsonl("table.jsonl", rows + points + [{"kind": "floors", **floors, **extra}])
+    lines = ["Test split, fixed decoder. MCD = teacher-forced durations (dB, 13 cepstra); "
+             "MCD-DTW, duration error and PER use the stack's own durations.", "",
+             "| arm | params | MCD | MCD-DTW | log-F0 RMSE | log-dur MAE | PER | train s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for a in arms:
+        lines.append(f"| {a['label']} | {a['params']} | {_f(a['mcd'])} | {_f(a['mcd_dtw'])} "
+                     f"| {_f(a['log_f0_rmse'])} | {_f(a['log_dur_mae'])} | {_f(a['per'])} "
+                     f"| {a['train_seconds']:.0f} |")  # fmt: skip
+    lines += ["", f"Floors: decoder on ground-truth features MCD {_f(floors['mcd_decoder_floor'])}; "
+              f"recognizer PER on ground-truth mels {_f(floors['per_ground_truth'])}."]  # fmt: skip
+    if points:
+        lines += ["", "Encoder scaling (1 layer, batch 1, no_grad):", "",
+                  "| encoder | T | seconds | frames/s | peak MB |", "|---|---:|---:|---:|---:|",
+                  *(f"| {r['encoder']} | {r['T']} | {r['seconds']:.4g} | {r['frames_per_s']:.0f} "
+                    f"| {r['peak_mb']:.4g} |" for r in points),
+                  "", "Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items())]  # fmt: skip
+    if extra:
+        lines += ["", ", ".join(f"{k} = {_f(v)}" for k, v in extra.items())]
+    (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def write_plots(ctx: RunContext, arms: list[dict[str, Any]], scaling: list[dict[str, Any]]) -> None:
+    """loss_curves.png (every arm) and, with a scaling benchmark, scaling.png (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for a in arms:
+        steps, _, mel = zip(*a["curve"], strict=True) if a["curve"] else ((), (), ())
+        ax.plot(steps, mel, label=a["label"])
+    ax.set(xlabel="step", ylabel="mel L1 through the fixed decoder", title="training")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(ctx.artifacts_dir / "loss_curves.png", dpi=100)
+    plt.close(fig)
+    if not scaling:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for piece in scaling:
+        ts = [r["T"] for r in piece["rows"]]
+        axes[0].loglog(ts, [r["seconds"] for r in piece["rows"]], "o-", label=piece["encoder"])
+        axes[1].loglog(ts, [r["peak_mb"] for r in piece["rows"]], "o-", label=piece["encoder"])
+    axes[0].set(xlabel="sequence length T", ylabel="seconds per forward", title="time")
+    axes[1].set(xlabel="sequence length T", ylabel="peak activation MB", title="memory")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(ctx.artifacts_dir / "scaling.png", dpi=100)
+    plt.close(fig)
