@@ -127,8 +127,8 @@ class ScalingConfig(Config):
         default_factory=lambda: [256, 1024, 4096, 16384], description="T (card's list)"
     )
     attn_max_len: int = Field(
-        8192, ge=16, description="longest T for the attention encoder (its T² scores: 16k = 1 GiB "
-        "per head; scaled down on a shared 2-core box)",
+        16384, ge=16, description="longest T for the attention encoder (its T² scores: 16k = 1 GiB "
+        "per head; lower it on a small machine)",
     )  # fmt: skip
     width: int = Field(128, ge=8, description="encoder width (card: 128)")
     repeats: int = Field(1, ge=1, description="timed forwards per point (best kept)")
