@@ -217,6 +217,18 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """Tiny tensors gain nothing from threads, which thrash on a loaded 2-core box; the
+    previous thread count comes back afterwards. Use with `pytest.mark.usefixtures`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def tiny_llama():
     """A tiny random Llama (4 heads of d_h = 8; LeSTD unit tests), one torch thread."""
     import torch

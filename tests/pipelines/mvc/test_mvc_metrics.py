@@ -13,14 +13,7 @@ from rayworks.pipelines.mvc import audio, metrics
 from rayworks.pipelines.mvc.align import mas
 from rayworks.pipelines.mvc.scaling import PeakMemory
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids contention on a shared 2-core CI box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_mel_filterbank_triangles() -> None:

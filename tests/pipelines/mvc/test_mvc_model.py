@@ -22,13 +22,7 @@ TRAIN = {"steps": 4, "batch": 3, "lr": 1e-2, "lambda_mel": 5.0, "lambda_dur": 1.
          "checkpoint_every": 2, "log_every": 1}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids contention on a shared 2-core CI box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_corpus(n: int = 8, seed: int = 0) -> Corpus:

@@ -14,14 +14,7 @@ from rayworks.pipelines.mvc.mamba import (
     selective_scan_loop,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids contention on a shared 2-core CI box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _inputs(batch: int, length: int, width: int, state: int, seed: int = 0):

@@ -18,13 +18,7 @@ SOURCE = {"channels": (4, 4, 8), "bottleneck": 4}
 ADAPT = {"epochs": 5, "batch_size": 8, "lr": 1e-2, "shot_beta": 0.3, "oracle_lr": 1e-2}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny nets: one torch thread (several threads thrash on a loaded 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _toy(seed: int = 0) -> tuple[torch.nn.Module, np.ndarray]:

@@ -26,13 +26,7 @@ PFT = {"hidden": 8, "own_backbone": True, "style_layers": [0, 1, 2], "lambda_exp
        "expr_loss": "ce"}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny nets: one torch thread (several threads thrash on a loaded 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(seed: int = 0) -> torch.nn.Module:
