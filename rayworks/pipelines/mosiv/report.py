@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import cell
 
 GEOMETRY = ("future_cd", "observed_cd", "future_emd", "observed_emd", "future_iou",
             "observed_iou")  # fmt: skip
@@ -53,8 +54,7 @@ def pass_rule(per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: flo
     return out
 
 
-def _f(x: float) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
+_f = cell
 
 
 def write_table(ctx: RunContext, rows: list[dict[str, Any]],

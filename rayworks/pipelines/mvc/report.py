@@ -3,11 +3,11 @@ pass rule."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rayworks.pipelines.mvc.metrics import loglog_slope
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import cell
 
 QUALITY = ("mcd", "mcd_dtw", "log_f0_rmse", "log_dur_mae", "per")
 
@@ -43,8 +43,7 @@ def pass_rule(
     return out
 
 
-def _f(x: Any, spec: str = ".4g") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+_f = cell
 
 
 def write_table(

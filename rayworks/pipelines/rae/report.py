@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import cell
 
 
 def pass_rule(
@@ -28,10 +30,7 @@ def pass_rule(
     return {"pass_e1": float(e1), "pass_e2": float(e2), "pass_rule": float(e1 and e2)}
 
 
-def _f(x: Any, spec: str = ".3g") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return format(x, spec) if isinstance(x, float | int) else str(x)
+_f = partial(cell, spec=".3g")
 
 
 def write_table(ctx: RunContext, arms: list[dict[str, Any]], widths: list[dict[str, Any]],

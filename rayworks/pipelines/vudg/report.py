@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rayworks.pipelines.vudg.annotate import TYPES
 from rayworks.pipelines.vudg.config import VUDGConfig
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import cell
 
 Cells = dict[tuple[str, str], tuple[int, int]]
 STAGES = (("errors_E1", "label errors after E1 (generator)"),
@@ -50,8 +51,7 @@ def by(cells: Cells, axis: int) -> dict[str, float]:
     return {k: c / n for k, (c, n) in acc.items()}
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+_f = partial(cell, spec=".3f")
 
 
 def _cell(cells: Cells, domain: str, qtype: str) -> str:
