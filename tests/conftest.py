@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,9 +61,63 @@ def _wait_http(url: str, headers: dict[str, str], timeout: float) -> None:
     raise RuntimeError(f"{url} did not answer within {timeout}s")
 
 
+WATCHED = ("gcs_server", "raylet")  # the head processes whose death ends the session's Ray
+
+
+def _group_processes(pgid: int, names: tuple[str, ...]) -> dict[str, object]:
+    import psutil
+
+    found = {}
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] in names and os.getpgid(proc.pid) == pgid:
+                found[proc.info["name"]] = proc
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found
+
+
+def _watch_head(procs: dict, logs: Path, stop: threading.Event, config: pytest.Config) -> None:
+    """Say on the terminal, with the tail of its log, when a head process dies mid-session.
+
+    A driver whose GCS is gone exits from Ray's C++ core (code 1) without a word, and
+    pytest's summary is lost with it: this message is then the only trace in CI's output.
+    It is written with pytest's output capture lifted, which a running test would hide."""
+    while not stop.wait(2):
+        for name, proc in list(procs.items()):
+            if proc.is_running() and proc.status() != "zombie":
+                continue
+            del procs[name]
+            tails = []
+            for log in sorted(logs.glob(f"{name}*.out")) + sorted(logs.glob(f"{name}*.err")):
+                tails.append(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-15:]))
+            message = f"\n!! ray head: {name} (pid {proc.pid}) exited mid-session\n"
+            with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+                sys.stderr.write(message + "\n".join(tails) + "\n")
+                sys.stderr.flush()
+
+
+def _kill_group(pgid: int, grace: float = 10) -> None:
+    """SIGTERM the head's process group, then SIGKILL whatever is left after `grace` s."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            time.sleep(0.2)
+            os.killpg(pgid, 0)
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    """A `ray start --head` process: yields a dict with gcs/dashboard addresses and token."""
+def ray_head(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
+    """A `ray start --head` cluster: yields a dict with gcs/dashboard addresses and token.
+
+    Not `--block`: a blocking `ray start` kills the whole cluster when any of its helper
+    processes (dashboard modules, agents, autoscaler monitor) exits, and the test driver
+    then dies with it. Started in a new session, every head process shares one process
+    group, which teardown kills."""
     temp, token_path = RAY_TMP, TOKEN_PATH
     token = token_path.read_text()
     gcs_port, dash_port, agent_port = free_port(), free_port(), free_port()
@@ -70,18 +125,27 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     # every port of its own: the job agent's default (52365) is taken by any other Ray on
     # the machine (a user's `rayworks run`), and then no job can be submitted
     cmd = [
-        str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
+        str(VENV_BIN / "ray"), "start", "--head", f"--port={gcs_port}",
         "--num-cpus=2", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--dashboard-agent-listen-port={agent_port}",
         f"--temp-dir={temp}", "--disable-usage-stats", "--include-dashboard=true",
     ]  # fmt: skip
-    log = (tmp_path_factory.mktemp("ray-head") / "head.log").open("w")
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    dashboard = f"http://127.0.0.1:{dash_port}"
+    log_path = tmp_path_factory.mktemp("ray-head") / "head.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    stop = threading.Event()
     try:
+        if proc.wait(timeout=180) != 0:
+            raise RuntimeError(f"ray start exited {proc.returncode}:\n{log_path.read_text()}")
+        dashboard = f"http://127.0.0.1:{dash_port}"
         _wait_http(f"{dashboard}/api/version", {"Authorization": f"Bearer {token}"}, 90)
+        procs = _group_processes(proc.pid, WATCHED)
+        logs = temp / "session_latest" / "logs"
+        threading.Thread(
+            target=_watch_head, args=(procs, logs, stop, pytestconfig), daemon=True
+        ).start()
         yield {
             "address": f"127.0.0.1:{gcs_port}",
             "dashboard": dashboard,
@@ -90,12 +154,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
             "temp_dir": str(temp),
         }
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        stop.set()
+        _kill_group(proc.pid)
 
 
 @pytest.fixture(scope="session")
