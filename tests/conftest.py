@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +40,12 @@ RAY_TMP.mkdir()
 TOKEN_PATH = RAY_TMP / "auth_token"
 TOKEN_PATH.write_text(secrets.token_hex(32))
 os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(TOKEN_PATH))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the head's temp dir after a green session; keep its logs when one failed."""
+    if exitstatus == 0:
+        shutil.rmtree(RAY_TMP, ignore_errors=True)
 
 
 def free_port() -> int:
