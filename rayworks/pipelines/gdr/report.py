@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import cell
 
 
 def pass_rule(dup: list[dict[str, Any]], arm: str, tolerance: int) -> dict[str, float]:
@@ -20,16 +21,12 @@ def pass_rule(dup: list[dict[str, Any]], arm: str, tolerance: int) -> dict[str, 
     return {"pass_rule": float(ok)}
 
 
-def _fmt(x: float, spec: str = ".3g") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
 def _row_md(r: dict[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in r.get("params", {}).items())
-    return (f"| {r['arm']} | {params} | {r['m']} | {r['k']} | {_fmt(r['iters_to_target'])} "
-            f"| {_fmt(r['seconds_to_target'])} | {_fmt(r['solves_to_target'])} "
-            f"| {_fmt(r['final_gap'], '.2e')} | {_fmt(r['relopt_iters_to_target'])} "
-            f"| {_fmt(r['relopt_final_gap'], '.2e')} | {r['iterations']:.0f} |")  # fmt: skip
+    return (f"| {r['arm']} | {params} | {r['m']} | {r['k']} | {cell(r['iters_to_target'], '.3g')} "
+            f"| {cell(r['seconds_to_target'], '.3g')} | {cell(r['solves_to_target'], '.3g')} "
+            f"| {cell(r['final_gap'], '.2e')} | {cell(r['relopt_iters_to_target'], '.3g')} "
+            f"| {cell(r['relopt_final_gap'], '.2e')} | {r['iterations']:.0f} |")  # fmt: skip
 
 
 HEADER = ("| arm | tuned setting | m | k | iters to 1% | s to 1% | solves to 1% | final gap "
