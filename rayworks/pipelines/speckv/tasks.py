@@ -1,21 +1,29 @@
 """RULER-like synthetic long-context tasks with exact answers, and their word-level tokenizer.
 
-Every example is a prompt `<s> CONTEXT Q QUERY A` and a multi-token answer ending in `</s>`,
+Every example is a prompt `<s> CONTEXT Q QUERY` and a multi-token answer ending in `</s>`,
 so accuracy is exact match. The tasks (RULER names in brackets; sizes reconstructed for a CPU):
 
 - `recall` [niah_multikey / multivalue]: `n_records` records `k v1..vL ;` with distinct keys,
-  query `Q k A`, answer `v1..vL`. Value length L = 8 so the answer needs context the
+  query `Q k`, answer `v1..vL`. Value length L = 8 so the answer needs context the
   question window does not point at (methods file, design note).
 - `niah` [niah_single / multikey]: filler words with one needle `k v1..vL ;` and
   `n_distractors` needles of other keys at random places; query and answer as in `recall`.
 - `vt` [variable tracking / chain following]: `n_chains` chains `xa = nC ; xb = xa ; ...` of
-  `chain_len` assignments, interleaved with filler; query `Q nC A`, answer the chain's
+  `chain_len` assignments, interleaved with filler; query `Q nC`, answer the chain's
   variables in order.
 - `cwe` [common-word extraction / counting]: a word list where three words occur
-  `cwe_counts` times and the others at most `cwe_rare` times; query `Q count A`, answer the
+  `cwe_counts` times and the others at most `cwe_rare` times; query `Q count`, answer the
   three frequent words, most frequent first.
 
 Contexts are sized by `context_len` (tokens, approximately).
+
+The answer starts right after the query token, with no answer marker (reconstructed). With
+a marker (`Q k A`) the first value token is predicted one token after the key, so the
+lookup needs a previous-token head at the query as well; 4-layer d 128 targets learned to
+copy value tokens 2-6 within 4000 CPU steps but left the first one at chance among the
+context's values (attention spread over every record's first value). Without it the first
+token is plain induction (docs/speckv.md, "Answer marker"). `FORMAT` enters the model
+cache key, so models trained on another format are not reused.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from transformers import PreTrainedTokenizerFast
 from rayworks.platform.config import Config
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-SYMBOLS = [";", "=", "Q", "A", "count"]
+SYMBOLS = [";", "=", "Q", "count"]
+FORMAT = 2  # prompt format version (2: no answer marker), part of the model cache key
 N_EACH = 32  # keys k*, variables x*, numbers n*, filler words w*
 N_VALUES = 64  # values v*: every value token occurs once per context (see `_values`)
 TASKS = ("recall", "niah", "vt", "cwe")
@@ -83,7 +92,7 @@ class TaskConfig(Config):
 @dataclass(frozen=True)
 class Example:
     task: str
-    prompt: list[str]  # starts with <s>, ends with A
+    prompt: list[str]  # starts with <s>, ends with `Q QUERY`
     answer: list[str]  # ends with </s>
 
     @property
@@ -112,7 +121,7 @@ def recall(cfg: TaskConfig, rng: random.Random) -> Example:
     records = _records(_words(rng, "k", n), rng, cfg)
     target = rng.choice(records)
     context = [tok for r in records for tok in r]
-    return Example("recall", [BOS, *context, "Q", target[0], "A"], [*target[1:-1], EOS])
+    return Example("recall", [BOS, *context, "Q", target[0]], [*target[1:-1], EOS])
 
 
 def _interleave(rng: random.Random, groups: list[list[str]], filler: int) -> list[str]:
@@ -133,7 +142,7 @@ def niah(cfg: TaskConfig, rng: random.Random) -> Example:
     rng.shuffle(needles)
     filler = max(0, cfg.context_len - sum(map(len, needles)))
     context = _interleave(rng, needles, filler)
-    return Example("niah", [BOS, *context, "Q", target[0], "A"], [*target[1:-1], EOS])
+    return Example("niah", [BOS, *context, "Q", target[0]], [*target[1:-1], EOS])
 
 
 def vt(cfg: TaskConfig, rng: random.Random) -> Example:
@@ -152,7 +161,7 @@ def vt(cfg: TaskConfig, rng: random.Random) -> Example:
     filler = max(0, cfg.context_len - 4 * len(steps))
     context = _interleave(rng, steps, filler)
     pick = rng.randrange(cfg.n_chains)
-    return Example("vt", [BOS, *context, "Q", numbers[pick], "A"], [*chains[pick], EOS])
+    return Example("vt", [BOS, *context, "Q", numbers[pick]], [*chains[pick], EOS])
 
 
 def cwe(cfg: TaskConfig, rng: random.Random) -> Example:
@@ -163,18 +172,18 @@ def cwe(cfg: TaskConfig, rng: random.Random) -> Example:
     rng.shuffle(pool)
     words += pool[: max(0, cfg.context_len - len(words))]
     rng.shuffle(words)
-    return Example("cwe", [BOS, *words, "Q", "count", "A"], [*common, EOS])
+    return Example("cwe", [BOS, *words, "Q", "count"], [*common, EOS])
 
 
 GENERATORS = {"recall": recall, "niah": niah, "vt": vt, "cwe": cwe}
 
 
 def solve(ex: Example, query: str, cfg: TaskConfig) -> list[str]:
-    """The answer (with `</s>`) to `Q query A` on `ex`'s context, read off the context alone.
+    """The answer (with `</s>`) to `Q query` on `ex`'s context, read off the context alone.
 
     Retrieval: the `value_len` tokens after the key; vt: follow the chain from the number;
     cwe: only its own query (`count`) has an answer."""
-    ctx = ex.prompt[1:-3]
+    ctx = ex.prompt[1:-2]
     if ex.task in ("recall", "niah"):
         i = ctx.index(query)
         return [*ctx[i + 1 : i + 1 + cfg.value_len], EOS]
@@ -191,7 +200,7 @@ def solve(ex: Example, query: str, cfg: TaskConfig) -> list[str]:
 def training_tokens(
     ex: Example, cfg: TaskConfig, n_queries: int, rng: random.Random
 ) -> tuple[list[str], list[bool]]:
-    """`ex` plus up to `n_queries - 1` more `Q key A answer` queries on the same context
+    """`ex` plus up to `n_queries - 1` more `Q key answer` queries on the same context
     (every key / chain number of the context is fair game), with the mask of answer tokens.
 
     Training only (reconstructed, after multi-query associative recall): many supervised
@@ -200,12 +209,12 @@ def training_tokens(
     prefix = {"recall": "k", "niah": "k", "vt": "n"}.get(ex.task)
     if prefix is None or n_queries <= 1:
         return tokens, mask
-    asked = ex.prompt[-2]
-    others = sorted({t for t in ex.prompt[1:-3] if t.startswith(prefix)} - {asked})
+    asked = ex.prompt[-1]
+    others = sorted({t for t in ex.prompt[1:-2] if t.startswith(prefix)} - {asked})
     for q in rng.sample(others, min(n_queries - 1, len(others))):
         ans = solve(ex, q, cfg)
-        tokens += ["Q", q, "A", *ans]
-        mask += [False] * 3 + [True] * len(ans)
+        tokens += ["Q", q, *ans]
+        mask += [False] * 2 + [True] * len(ans)
     return tokens, mask
 
 

@@ -26,6 +26,7 @@ from transformers import LlamaForCausalLM
 from rayworks.models import DecoderSpec
 from rayworks.models.decoder import llama_config, load_causal_lm
 from rayworks.pipelines.speckv.tasks import (
+    FORMAT,
     Example,
     TaskConfig,
     encode,
@@ -181,7 +182,7 @@ def cached_models(
     """Folders of `target`, `draft` and `draft_weak`, trained once per config hash."""
     blob = json.dumps(
         [x.model_dump(mode="json") for x in (target, draft, tasks, target_train, draft_train)]
-        + [weak_fraction, seed],
+        + [weak_fraction, seed, FORMAT],
         sort_keys=True,
     )
     root = cache_root / "speckv_models" / digest(blob)

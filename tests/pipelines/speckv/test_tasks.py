@@ -31,9 +31,9 @@ def _record_after(prompt: list[str], key: str, length: int) -> list[str]:
 def test_retrieval_answer_is_the_value_after_the_key(task: str) -> None:
     cfg = TaskConfig(tasks=[task], context_len=120, value_len=5)
     for ex in make_examples(cfg, 20, seed=3):
-        key = ex.prompt[-2]
-        assert ex.prompt[-3:] == ["Q", key, "A"] and ex.answer[-1] == "</s>"
-        assert ex.prompt[:-3].count(key) == 1
+        key = ex.prompt[-1]
+        assert ex.prompt[-2:] == ["Q", key] and ex.answer[-1] == "</s>"
+        assert ex.prompt[:-2].count(key) == 1
         assert _record_after(ex.prompt, key, 5) == ex.answer[:-1]
         values = [t for t in ex.prompt if t.startswith("v")]
         assert len(values) == len(set(values))  # no value token repeats in a context
@@ -43,9 +43,9 @@ def test_retrieval_answer_is_the_value_after_the_key(task: str) -> None:
 def test_vt_answer_is_the_chain_of_the_queried_number() -> None:
     cfg = TaskConfig(tasks=["vt"], context_len=100)
     for ex in make_examples(cfg, 10, seed=4):
-        number, chain = ex.prompt[-2], ex.answer[:-1]
+        number, chain = ex.prompt[-1], ex.answer[:-1]
         assert len(chain) == cfg.chain_len
-        ctx = ex.prompt[:-3]
+        ctx = ex.prompt[:-2]
         assert ctx[ctx.index(chain[0]) : ctx.index(chain[0]) + 3] == [chain[0], "=", number]
         for prev, cur in itertools.pairwise(chain):
             i = ctx.index(cur)
@@ -55,7 +55,7 @@ def test_vt_answer_is_the_chain_of_the_queried_number() -> None:
 def test_cwe_answer_is_the_three_most_frequent_words() -> None:
     cfg = TaskConfig(tasks=["cwe"], context_len=150)
     for ex in make_examples(cfg, 10, seed=5):
-        counts = Counter(ex.prompt[1:-3])
+        counts = Counter(ex.prompt[1:-2])
         top = [w for w, _ in counts.most_common(3)]
         assert top == ex.answer[:-1]
         assert [counts[w] for w in top] == cfg.cwe_counts
@@ -89,7 +89,7 @@ def test_training_queries_are_answered_by_the_solver() -> None:
     cfg = TaskConfig(context_len=120)
     rng = random.Random(0)
     for ex in make_examples(cfg, 8, seed=6):
-        assert solve(ex, ex.prompt[-2], cfg) == ex.answer
+        assert solve(ex, ex.prompt[-1], cfg) == ex.answer
         tokens, mask = training_tokens(ex, cfg, 3, rng)
         n = len(ex.prompt)
         assert tokens[: n + len(ex.answer)] == ex.prompt + ex.answer
@@ -97,9 +97,9 @@ def test_training_queries_are_answered_by_the_solver() -> None:
         i = n + len(ex.answer)
         extra = 0
         while i < len(tokens):
-            assert tokens[i] == "Q" and tokens[i + 2] == "A" and not any(mask[i : i + 3])
+            assert tokens[i] == "Q" and not any(mask[i : i + 2])
             ans = solve(ex, tokens[i + 1], cfg)
-            assert tokens[i + 3 : i + 3 + len(ans)] == ans and all(mask[i + 3 : i + 3 + len(ans)])
-            i += 3 + len(ans)
+            assert tokens[i + 2 : i + 2 + len(ans)] == ans and all(mask[i + 2 : i + 2 + len(ans)])
+            i += 2 + len(ans)
             extra += 1
         assert extra == (0 if ex.task == "cwe" else 2)
