@@ -90,10 +90,15 @@ def _watch_head(procs: dict, logs: Path, stop: threading.Event, config: pytest.C
     A driver whose GCS is gone exits from Ray's C++ core (code 1) without a word, and
     pytest's summary is lost with it: this message is then the only trace in CI's output.
     It is written with pytest's output capture lifted, which a running test would hide."""
+    import psutil
+
     while not stop.wait(2):
         for name, proc in list(procs.items()):
-            if proc.is_running() and proc.status() != "zombie":
-                continue
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.NoSuchProcess:
+                pass
             del procs[name]
             tails = []
             for log in sorted(logs.glob(f"{name}*.out")) + sorted(logs.glob(f"{name}*.err")):
