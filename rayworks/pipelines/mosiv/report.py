@@ -54,9 +54,6 @@ def pass_rule(per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: flo
     return out
 
 
-_f = cell
-
-
 def write_table(ctx: RunContext, rows: list[dict[str, Any]],
                 per_arm: dict[str, dict[str, float]]) -> Path:  # fmt: skip
     """table.jsonl: one row per (arm, scene) without curves/rollouts; table.md: per-arm
@@ -68,14 +65,16 @@ def write_table(ctx: RunContext, rows: list[dict[str, Any]],
             "mu_err", "family_ok", "seconds")  # fmt: skip
     lines = ["CD/EMD in domain units (1 = box side), means over scenes; errors over objects.",
              "", "| arm | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]  # fmt: skip
-    lines += [f"| {a} | " + " | ".join(_f(m[c]) for c in cols) + " |" for a, m in per_arm.items()]
+    lines += [f"| {a} | " + " | ".join(cell(m[c]) for c in cols) + " |" for a, m in per_arm.items()]
     scenes = sorted({(r["scene_index"], r["scene"]) for r in rows})
     lines += ["", "Future CD per scene:", "",
               "| arm | " + " | ".join(s for _, s in scenes) + " |",
               "|---|" + "---:|" * len(scenes)]  # fmt: skip
     for arm in per_arm:
         by = {r["scene_index"]: r["future_cd"] for r in rows if r["arm"] == arm}
-        lines.append(f"| {arm} | " + " | ".join(_f(by.get(i, math.nan)) for i, _ in scenes) + " |")
+        lines.append(
+            f"| {arm} | " + " | ".join(cell(by.get(i, math.nan)) for i, _ in scenes) + " |"
+        )
     path = ctx.artifacts_dir / "table.md"
     path.write_text("\n".join(lines) + "\n")
     return path

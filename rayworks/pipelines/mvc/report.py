@@ -43,9 +43,6 @@ def pass_rule(
     return out
 
 
-_f = cell
-
-
 def write_table(
     ctx: RunContext, arms: list[dict[str, Any]], floors: dict[str, float],
     scaling: list[dict[str, Any]], slope: dict[str, float], extra: dict[str, float],
@@ -59,11 +56,11 @@ def write_table(
              "| arm | params | MCD | MCD-DTW | log-F0 RMSE | log-dur MAE | PER | train s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for a in arms:
-        lines.append(f"| {a['label']} | {a['params']} | {_f(a['mcd'])} | {_f(a['mcd_dtw'])} "
-                     f"| {_f(a['log_f0_rmse'])} | {_f(a['log_dur_mae'])} | {_f(a['per'])} "
+        lines.append(f"| {a['label']} | {a['params']} | {cell(a['mcd'])} | {cell(a['mcd_dtw'])} "
+                     f"| {cell(a['log_f0_rmse'])} | {cell(a['log_dur_mae'])} | {cell(a['per'])} "
                      f"| {a['train_seconds']:.0f} |")  # fmt: skip
-    lines += ["", f"Floors: decoder on ground-truth features MCD {_f(floors['mcd_decoder_floor'])}; "
-              f"recognizer PER on ground-truth mels {_f(floors['per_ground_truth'])}."]  # fmt: skip
+    lines += ["", f"Floors: decoder on ground-truth features MCD {cell(floors['mcd_decoder_floor'])}; "
+              f"recognizer PER on ground-truth mels {cell(floors['per_ground_truth'])}."]  # fmt: skip
     if points:
         lines += ["", "Encoder scaling (1 layer, batch 1, no_grad):", "",
                   "| encoder | T | seconds | frames/s | peak MB |", "|---|---:|---:|---:|---:|",
@@ -71,7 +68,7 @@ def write_table(
                     f"| {r['peak_mb']:.4g} |" for r in points),
                   "", "Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items())]  # fmt: skip
     if extra:
-        lines += ["", ", ".join(f"{k} = {_f(v)}" for k, v in extra.items())]
+        lines += ["", ", ".join(f"{k} = {cell(v)}" for k, v in extra.items())]
     (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")
 
 
