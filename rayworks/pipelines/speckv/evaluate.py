@@ -15,6 +15,10 @@ decode-time attention mass, i.e. the attention its full-cache answer queries (th
 prompt token and every answer token but the last) put on prompt keys summed over the
 group's query heads, that falls on the entries a policy kept; averaged over layers and KV
 heads. It is 1 at C >= n.
+
+agreement (ours): the share of prompts on which a row's greedy answer equals the target's
+own full-cache answer, right or wrong. It measures what compression changes in the target's
+output, and it stays informative where the target solves only part of the tasks.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Outcome:
     correct: bool
     recall: float = float("nan")
     kv_bytes: float = 0.0
+    agrees: bool = False  # same greedy answer as the target with its full cache
 
 
 @dataclass
@@ -182,7 +187,7 @@ def evaluate_prompt(
             got = decode_batch(target, stack(caches), logits.expand(len(caches), -1), steps, eos)
             for row, keep, cache, g in zip(kv_rows, keeps, caches, got, strict=True):
                 res.outcomes[(row, budget)] = Outcome(
-                    g == answer, recall_at(keep, mass), float(cache.nbytes())
+                    g == answer, recall_at(keep, mass), float(cache.nbytes()), g == target_answer
                 )
         if pc_rows:
             idx = [
@@ -197,12 +202,15 @@ def evaluate_prompt(
             per_row = float(cache.nbytes()) / len(pc_rows)  # the prompt's KV, before decoding
             got = decode_batch(target, cache, first, steps, eos)
             for row, g in zip(pc_rows, got, strict=True):
-                res.outcomes[(row, budget)] = Outcome(g == answer, kv_bytes=per_row)
+                res.outcomes[(row, budget)] = Outcome(
+                    g == answer, kv_bytes=per_row, agrees=g == target_answer
+                )
     for c_pc, kv_budgets in cascade.items():
         idx = select_tokens(token_scores(draft_log, n, pc_cfg, pc_cfg.lookahead), int(c_pc), pc_cfg)
         for budget in kv_budgets:
             res.outcomes[(f"speckv_pc{c_pc}", budget)] = cascade_row(
-                target, prompt[:, idx], draft_out, budget, kv_cfg, steps, eos, answer
+                target, prompt[:, idx], draft_out, budget, kv_cfg, steps, eos, answer,
+                target_answer,
             )
     return res
 
@@ -234,9 +242,10 @@ def pc_token_scores(
 
 def cascade_row(
     target, ids: Tensor, lookahead: Tensor, budget: int, cfg: KVPolicyConfig, steps: int,
-    eos: int, answer: list[int],
+    eos: int, answer: list[int], reference: list[int],
 ) -> Outcome:  # fmt: skip
-    """SpecKV-PC: SpecKV on the SpecPC-compressed prompt with SpecPC's draft output ŷ."""
+    """SpecKV-PC: SpecKV on the SpecPC-compressed prompt with SpecPC's draft output ŷ
+    (`reference`: the target's full-cache answer, for `Outcome.agrees`)."""
     n = ids.shape[1]
     probs: list[Tensor] = []
     cache = KVCache()
@@ -251,4 +260,4 @@ def cascade_row(
     ]
     cache = cache.select(keep)
     got = decode(target, cache, logits, steps, eos)
-    return Outcome(got == answer, kv_bytes=float(cache.nbytes()))
+    return Outcome(got == answer, kv_bytes=float(cache.nbytes()), agrees=got == reference)

@@ -29,8 +29,8 @@ def paired_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
 
 
 def table_rows(results: list[PromptResult]) -> list[dict[str, Any]]:
-    """One row per (method row, budget): accuracy (overall and per task), recall@C and KV
-    bytes of the prompt part; plus the full-cache row."""
+    """One row per (method row, budget): accuracy (overall and per task), agreement with the
+    full-cache answer, recall@C and KV bytes of the prompt part; plus the full-cache row."""
     keys = list(dict.fromkeys(k for r in results for k in r.outcomes))
     tasks = sorted({r.task for r in results})
     rows = []
@@ -40,6 +40,7 @@ def table_rows(results: list[PromptResult]) -> list[dict[str, Any]]:
             "row": row,
             "budget": budget,
             "accuracy": float(np.mean([o.correct for _, o in outs])),
+            "agree": float(np.mean([o.agrees for _, o in outs])),
             "recall": float(np.mean([o.recall for _, o in outs])),
             "kv_bytes": float(np.mean([o.kv_bytes for _, o in outs])),
         }
@@ -50,6 +51,7 @@ def table_rows(results: list[PromptResult]) -> list[dict[str, Any]]:
         "row": "full",
         "budget": 0,
         "accuracy": float(np.mean([r.full_correct for r in results])),
+        "agree": 1.0,
         "recall": 1.0,
         "kv_bytes": float(np.mean([r.timings["kv_bytes_full"] for r in results])),
     }
@@ -68,6 +70,7 @@ def paired_summary(results: list[PromptResult], cfg: Any) -> dict[str, float]:
     have = {k for k in results[0].outcomes}
     for row, budget in sorted(have):
         out[f"acc_{row}_c{budget}"] = float(np.mean(_col(results, row, budget, "correct")))
+        out[f"agree_{row}_c{budget}"] = float(np.mean(_col(results, row, budget, "agrees")))
         rec = _col(results, row, budget, "recall")
         if not any(math.isnan(x) for x in rec):
             out[f"recall_{row}_c{budget}"] = float(np.mean(rec))
@@ -77,7 +80,7 @@ def paired_summary(results: list[PromptResult], cfg: Any) -> dict[str, float]:
     for budget in sorted(cfg.budgets):
         if ("speckv", budget) not in have or ("snapkv", budget) not in have:
             continue
-        for attr, name in (("correct", "acc"), ("recall", "recall")):
+        for attr, name in (("correct", "acc"), ("agrees", "agree"), ("recall", "recall")):
             mean, lo, hi = paired_ci(
                 _col(results, "speckv", budget, attr), _col(results, "snapkv", budget, attr)
             )
@@ -105,11 +108,11 @@ def paired_summary(results: list[PromptResult], cfg: Any) -> dict[str, float]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     tasks = [k for k in rows[0] if k.startswith("acc_")]
-    head = ["row", "C", "accuracy", *tasks, "recall@C", "KV bytes"]
+    head = ["row", "C", "accuracy", *tasks, "agree", "recall@C", "KV bytes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["row"], str(r["budget"] or "all"), f"{r['accuracy']:.3f}"]
-        cells += [f"{r[t]:.3f}" for t in tasks]
+        cells += [f"{r[t]:.3f}" for t in tasks] + [f"{r['agree']:.3f}"]
         rec = "" if math.isnan(r["recall"]) else f"{r['recall']:.3f}"
         cells += [rec, f"{r['kv_bytes']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")

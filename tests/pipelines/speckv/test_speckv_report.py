@@ -39,3 +39,20 @@ def test_pass_rule_needs_a_target_that_solves_something() -> None:
     rows = table_rows(good)
     assert rows[0]["row"] == "full" and rows[0]["accuracy"] == 1.0
     assert {(r["row"], r["budget"]) for r in rows[1:]} >= {("speckv", 8), ("snapkv", 64)}
+
+
+def test_agreement_with_the_full_cache_is_reported_apart_from_accuracy() -> None:
+    # a target that answers wrongly with its full cache: SpecKV keeps its (wrong) answer,
+    # SnapKV changes it on every other prompt; accuracy cannot tell them apart, agreement can
+    results = []
+    for i in range(4):
+        r = PromptResult("recall", 40, False, timings={"kv_bytes_full": 100.0})
+        r.outcomes[("speckv", 16)] = Outcome(False, 0.9, 10.0, agrees=True)
+        r.outcomes[("snapkv", 16)] = Outcome(False, 0.5, 10.0, agrees=i % 2 == 0)
+        results.append(r)
+    out = paired_summary(results, SpecKVConfig(budgets=[16], budget=16))
+    assert out["acc_diff_c16"] == 0.0
+    assert out["agree_speckv_c16"] == 1.0 and out["agree_snapkv_c16"] == 0.5
+    assert out["agree_diff_c16"] == pytest.approx(0.5)
+    rows = {r["row"]: r for r in table_rows(results)}
+    assert rows["full"]["agree"] == 1.0 and rows["snapkv"]["agree"] == 0.5

@@ -25,6 +25,7 @@ def test_smoke_run_through_cli(cli, cli_env) -> None:
     assert 0 < summary["recall_speckv_c8"] <= summary["recall_speckv_c32"] <= 1
     assert summary["recall_diff_lo_c8"] <= summary["recall_diff_c8"] <= summary["recall_diff_hi_c8"]
     assert summary["pass_rule"] in (0.0, 1.0)
+    assert 0 <= summary["agree_speckv_c8"] <= 1 and 0 <= summary["agree_specpc_c32"] <= 1
     rows = [json.loads(x) for x in (run / "artifacts" / "table.jsonl").read_text().splitlines()]
     got = {(r["row"], r["budget"]) for r in rows}
     cfg = build_config(SpecKVConfig, "smoke", (), [])
