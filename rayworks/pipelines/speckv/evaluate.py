@@ -209,8 +209,7 @@ def evaluate_prompt(
         idx = select_tokens(token_scores(draft_log, n, pc_cfg, pc_cfg.lookahead), int(c_pc), pc_cfg)
         for budget in kv_budgets:
             res.outcomes[(f"speckv_pc{c_pc}", budget)] = cascade_row(
-                target, prompt[:, idx], draft_out, budget, kv_cfg, steps, eos, answer,
-                target_answer,
+                target, prompt[:, idx], draft_out, budget, kv_cfg, steps, eos, answer, target_answer
             )
     return res
 
