@@ -63,14 +63,14 @@ class SpecKVConfig(PipelineConfig):
     )
     target_train: TrainConfig = Field(
         default_factory=lambda: TrainConfig(
-            steps=6000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=4000
+            steps=3000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=1500
         ),
-        description="target training (4000 steps at 32-token contexts, where retrieval "
+        description="target training (1500 steps at 32-token contexts, where retrieval "
         "forms, then 13-128 tokens)",
     )
     draft_train: TrainConfig = Field(
         default_factory=lambda: TrainConfig(
-            steps=5000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=2000
+            steps=3000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=1500
         ),
         description="draft training",
     )

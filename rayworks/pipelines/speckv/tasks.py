@@ -3,9 +3,10 @@
 Every example is a prompt `<s> CONTEXT Q QUERY` and a multi-token answer ending in `</s>`,
 so accuracy is exact match. The tasks (RULER names in brackets; sizes reconstructed for a CPU):
 
-- `recall` [niah_multikey / multivalue]: `n_records` records `k v1..vL ;` with distinct keys,
-  query `Q k`, answer `v1..vL`. Value length L = 8 so the answer needs context the
-  question window does not point at (methods file, design note).
+- `recall` [niah_multikey / multivalue]: records `k v1..vL ;` with distinct keys, as many
+  as fit the context and the value vocabulary, query `Q k`, answer `v1..vL`. Value length
+  L = 8 so the answer needs context the question window does not point at (methods file,
+  design note).
 - `niah` [niah_single / multikey]: filler words with one needle `k v1..vL ;` and
   `n_distractors` needles of other keys at random places; query and answer as in `recall`.
 - `vt` [variable tracking / chain following]: `n_chains` chains `xa = nC ; xb = xa ; ...` of
@@ -22,8 +23,17 @@ a marker (`Q k A`) the first value token is predicted one token after the key, s
 lookup needs a previous-token head at the query as well; 4-layer d 128 targets learned to
 copy value tokens 2-6 within 4000 CPU steps but left the first one at chance among the
 context's values (attention spread over every record's first value). Without it the first
-token is plain induction (docs/speckv.md, "Answer marker"). `FORMAT` enters the model
-cache key, so models trained on another format are not reused.
+token is plain induction (docs/speckv.md, "Answer marker").
+
+Keys are drawn from the value tokens `v*` (format 3, reconstructed): every token of a
+record is distinct in its context, and the key is just the record's first token. With keys
+from a separate `k*` vocabulary that the models never predict, the tied embeddings of the
+keys drifted toward one shared direction (softmax gradients push every never-target
+token's output embedding the same way), and 4-layer targets copied values perfectly but
+picked the record at chance; with keys that are also prediction targets the same target
+solves 128-token recall and niah (docs/speckv.md, "Keys from the value vocabulary"). In a
+pretrained LLM every token is a prediction target, so this is the closer setting.
+`FORMAT` enters the model cache key, so models trained on another format are not reused.
 """
 
 from __future__ import annotations
@@ -40,15 +50,15 @@ from rayworks.platform.config import Config
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SYMBOLS = [";", "=", "Q", "count"]
-FORMAT = 2  # prompt format version (2: no answer marker), part of the model cache key
-N_EACH = 32  # keys k*, variables x*, numbers n*, filler words w*
+FORMAT = 3  # prompt format (2: no answer marker; 3: keys are value tokens), in the cache key
+N_EACH = 32  # variables x*, numbers n*, filler words w*
 N_VALUES = 64  # values v*: every value token occurs once per context (see `_values`)
 TASKS = ("recall", "niah", "vt", "cwe")
 
 
 def vocabulary() -> list[str]:
     """Every token, special ones first (<pad>=0, <s>=1, </s>=2, <unk>=3)."""
-    words = [f"{p}{i}" for p in "kxnw" for i in range(N_EACH)]
+    words = [f"{p}{i}" for p in "xnw" for i in range(N_EACH)]
     return [PAD, BOS, EOS, UNK, *SYMBOLS, *words, *(f"v{i}" for i in range(N_VALUES))]
 
 
@@ -86,6 +96,12 @@ class TaskConfig(Config):
             raise ValueError(f"cwe_counts={counts} must be 3 distinct counts, largest first")
         if counts[-1] <= self.cwe_rare:
             raise ValueError(f"cwe_counts={counts} must exceed cwe_rare={self.cwe_rare}")
+        need = (1 + self.n_distractors) * (self.value_len + 1)
+        if "niah" in self.tasks and need > N_VALUES:
+            raise ValueError(
+                f"n_distractors={self.n_distractors}, value_len={self.value_len}: niah needs "
+                f"{need} distinct value tokens (key + values per needle), there are {N_VALUES}"
+            )
         return self
 
 
@@ -112,13 +128,23 @@ def _values(rng: random.Random, n_records: int, cfg: TaskConfig) -> list[list[st
     return [flat[i * cfg.value_len : (i + 1) * cfg.value_len] for i in range(n_records)]
 
 
-def _records(keys: list[str], rng: random.Random, cfg: TaskConfig) -> list[list[str]]:
-    return [[k, *vals, ";"] for k, vals in zip(keys, _values(rng, len(keys), cfg), strict=True)]
+def _records(n: int, rng: random.Random, cfg: TaskConfig) -> list[list[str]]:
+    """`n` records `k v1..vL ;` whose key and values are distinct value tokens."""
+    wide = cfg.model_copy(update={"value_len": cfg.value_len + 1})
+    return [[*toks, ";"] for toks in _values(rng, n, wide)]
+
+
+def record_keys(context: list[str]) -> list[str]:
+    """The keys of a retrieval context: value tokens that start a run of value tokens."""
+    return [
+        t for i, t in enumerate(context)
+        if t.startswith("v") and (i == 0 or not context[i - 1].startswith("v"))
+    ]  # fmt: skip
 
 
 def recall(cfg: TaskConfig, rng: random.Random) -> Example:
-    n = max(2, min(N_EACH, cfg.context_len // (cfg.value_len + 2), N_VALUES // cfg.value_len))
-    records = _records(_words(rng, "k", n), rng, cfg)
+    n = max(2, min(cfg.context_len // (cfg.value_len + 2), N_VALUES // (cfg.value_len + 1)))
+    records = _records(n, rng, cfg)
     target = rng.choice(records)
     context = [tok for r in records for tok in r]
     return Example("recall", [BOS, *context, "Q", target[0]], [*target[1:-1], EOS])
@@ -136,8 +162,7 @@ def _interleave(rng: random.Random, groups: list[list[str]], filler: int) -> lis
 
 
 def niah(cfg: TaskConfig, rng: random.Random) -> Example:
-    keys = _words(rng, "k", min(N_EACH, 1 + cfg.n_distractors))
-    needles = _records(keys, rng, cfg)
+    needles = _records(1 + cfg.n_distractors, rng, cfg)
     target = needles[0]
     rng.shuffle(needles)
     filler = max(0, cfg.context_len - sum(map(len, needles)))
@@ -206,11 +231,11 @@ def training_tokens(
     Training only (reconstructed, after multi-query associative recall): many supervised
     answers per context make the retrieval circuit form within a CPU budget."""
     tokens, mask = [*ex.prompt, *ex.answer], [False] * len(ex.prompt) + [True] * len(ex.answer)
-    prefix = {"recall": "k", "niah": "k", "vt": "n"}.get(ex.task)
-    if prefix is None or n_queries <= 1:
+    if ex.task == "cwe" or n_queries <= 1:
         return tokens, mask
-    asked = ex.prompt[-1]
-    others = sorted({t for t in ex.prompt[1:-2] if t.startswith(prefix)} - {asked})
+    ctx, asked = ex.prompt[1:-2], ex.prompt[-1]
+    keys = [t for t in ctx if t.startswith("n")] if ex.task == "vt" else record_keys(ctx)
+    others = sorted(set(keys) - {asked})
     for q in rng.sample(others, min(n_queries - 1, len(others))):
         ans = solve(ex, q, cfg)
         tokens += ["Q", q, *ans]

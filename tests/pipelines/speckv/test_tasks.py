@@ -16,6 +16,7 @@ from rayworks.pipelines.speckv.tasks import (
     encode,
     make_examples,
     make_tokenizer,
+    record_keys,
     save_tokenizer,
     solve,
     training_tokens,
@@ -35,8 +36,12 @@ def test_retrieval_answer_is_the_value_after_the_key(task: str) -> None:
         assert ex.prompt[-2:] == ["Q", key] and ex.answer[-1] == "</s>"
         assert ex.prompt[:-2].count(key) == 1
         assert _record_after(ex.prompt, key, 5) == ex.answer[:-1]
-        values = [t for t in ex.prompt if t.startswith("v")]
+        values = [t for t in ex.prompt[:-2] if t.startswith("v")]
         assert len(values) == len(set(values))  # no value token repeats in a context
+        keys = record_keys(ex.prompt[1:-2])  # keys are value tokens too (tasks.FORMAT 3)
+        assert key in keys and all(ex.prompt[ex.prompt.index(k) - 1] in ("<s>", ";") or
+                                   ex.prompt[ex.prompt.index(k) - 1].startswith("w") for k in keys)
+        assert len(keys) == (ex.prompt.count(";") if task == "recall" else 1 + cfg.n_distractors)
         assert len(ex.prompt) <= 124 and (task == "recall" or len(ex.prompt) >= 110)
 
 
@@ -83,6 +88,8 @@ def test_task_config_errors_name_the_bad_value() -> None:
         TaskConfig(tasks=["recall", "qa"])
     with pytest.raises(ValidationError, match="cwe_counts"):
         TaskConfig(cwe_counts=[4, 6, 8])
+    with pytest.raises(ValidationError, match="n_distractors=9"):
+        TaskConfig(n_distractors=9, value_len=8)
 
 
 def test_training_queries_are_answered_by_the_solver() -> None:
