@@ -39,8 +39,8 @@ def test_retrieval_answer_is_the_value_after_the_key(task: str) -> None:
         values = [t for t in ex.prompt[:-2] if t.startswith("v")]
         assert len(values) == len(set(values))  # no value token repeats in a context
         keys = record_keys(ex.prompt[1:-2])  # keys are value tokens too (tasks.FORMAT 3)
-        assert key in keys and all(ex.prompt[ex.prompt.index(k) - 1] in ("<s>", ";") or
-                                   ex.prompt[ex.prompt.index(k) - 1].startswith("w") for k in keys)
+        before = [ex.prompt[ex.prompt.index(k) - 1] for k in keys]
+        assert key in keys and all(t in ("<s>", ";") or t.startswith("w") for t in before)
         assert len(keys) == (ex.prompt.count(";") if task == "recall" else 1 + cfg.n_distractors)
         assert len(ex.prompt) <= 124 and (task == "recall" or len(ex.prompt) >= 110)
 
