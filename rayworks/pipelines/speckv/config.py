@@ -70,9 +70,10 @@ class SpecKVConfig(PipelineConfig):
     )
     draft_train: TrainConfig = Field(
         default_factory=lambda: TrainConfig(
-            steps=3000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=1500
+            steps=5000, batch_size=32, lr=1e-3, warm_context=32, warm_steps=2000
         ),
-        description="draft training",
+        description="draft training (a 2-layer model forms the lookup later than the "
+        "target: 3000 steps left it on the plateau)",
     )
     weak_fraction: float = Field(
         0.2, gt=0, lt=1, description="weak draft = draft checkpoint at this share of its steps"
