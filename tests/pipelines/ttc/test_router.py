@@ -352,9 +352,36 @@ def _wait_for_a_call_in_flight(server: str, timeout: float = 60) -> None:
     raise AssertionError("no model call went in flight within the timeout")
 
 
+def _model_replicas() -> list[dict]:
+    import ray
+
+    replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                if "SERVE_REPLICA" in a["name"] and "Model0" in a["name"]]  # fmt: skip
+    assert replicas, ray.util.list_named_actors(all_namespaces=True)
+    return replicas
+
+
+def _retries(server: str) -> float:
+    metrics = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
+    retried = re.search(r'rayworks_ttc_model_retries_total\{model="[^"]+"\} (\S+)', metrics)
+    return float(retried.group(1)) if retried else 0.0
+
+
+def _wait_until_served(server: str, timeout: float = 60) -> requests.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = post(server, "/v1/completions", prompt="Q: 1+1=\n", max_tokens=3)
+        if resp.status_code == 200 or time.monotonic() > deadline:
+            return resp
+        time.sleep(1)
+
+
 def test_killed_model_replica_is_replaced(server) -> None:
     """Kill the model replica under in-flight requests: each ends with 200 or a clear 503,
-    none hangs, and the replaced replica serves the next request."""
+    none hangs, the dead replica's calls are retried, and the replaced replica serves the
+    next request. A kill can land just after the last model call of both requests has
+    returned (it did once in CI, on a loaded machine): then nothing was in flight to retry,
+    and the kill is repeated on the replacement replica, at most three times."""
     import ray
 
     body = {"prompt": "Q: 4+4=\n", "max_tokens": 60, "ttc": {"budget": 16, "max_samples": 16}}
@@ -362,33 +389,32 @@ def test_killed_model_replica_is_replaced(server) -> None:
     def call(_: int) -> requests.Response:
         return requests.post(f"{server}/v1/completions", json=body, headers=AUTH, timeout=120)
 
-    replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
-                if "SERVE_REPLICA" in a["name"] and "Model0" in a["name"]]  # fmt: skip
-    assert replicas, ray.util.list_named_actors(all_namespaces=True)
-    with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(call, i) for i in range(2)]
-        _wait_for_a_call_in_flight(server)
-        for actor in replicas:
-            ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
-        replies = [f.result(timeout=150) for f in futures]
+    replies, attempts, before = [], 0, _retries(server)
+    while attempts < 3 and _retries(server) == before:
+        attempts += 1
+        if attempts > 1:
+            assert _wait_until_served(server).status_code == 200
+        replicas = _model_replicas()
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(call, i) for i in range(2)]
+            _wait_for_a_call_in_flight(server)
+            for actor in replicas:
+                ray.kill(
+                    ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True
+                )
+            replies += [f.result(timeout=150) for f in futures]
     for resp in replies:
         assert resp.status_code in (200, 503), resp.text
         if resp.status_code == 503:
             assert "model_unavailable" in resp.text, resp.text
-    metrics = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
-    retried = re.search(r'rayworks_ttc_model_retries_total\{model="[^"]+"\} (\S+)', metrics)
-    assert retried and float(retried.group(1)) >= 1, metrics[-2000:]
-    deadline = time.monotonic() + 60
-    while True:
-        resp = post(server, "/v1/completions", prompt="Q: 1+1=\n", max_tokens=3)
-        if resp.status_code == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    assert _retries(server) > before, f"no model call was retried in {attempts} kills"
+    resp = _wait_until_served(server)
     assert resp.status_code == 200, resp.text
 
 
 def test_metrics_count_requests_samples_and_windows(server) -> None:
     ok(server, "/v1/completions", prompt="Q: 2+2=\n", max_tokens=3, ttc={"budget": 2})
+    assert requests.get(f"{server}/v1/models", timeout=10).status_code == 401
     text = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
     value = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+) (\S+)$", text, re.M)}
     assert value['rayworks_ttc_requests_total{route="/v1/completions",status="200"}'] >= 1
