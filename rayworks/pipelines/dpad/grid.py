@@ -14,6 +14,7 @@ import time
 import torch
 from transformers import PreTrainedModel
 
+from rayworks.evals.paired import paired_ci
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.decode import Decoder, generate
 from rayworks.pipelines.dpad.dropout import SuffixDropout
@@ -29,6 +30,11 @@ PAIRS = {
     "parallel_dpad_et": "parallel_et",
     "parallel_cache_dpad_et": "parallel_cache_et",
 }
+# (decoder, reference): exact-match differences reported with a paired 95% CI over the test
+# prompts: each suffix variant against full suffix attention (and DPad composed with
+# parallel decoding / prefix cache against the same without it), Gaussian against uniform
+# at equal count, and no suffix (W = 0) against DPad.
+ACC_DIFFS = (*PAIRS.items(), ("dpad_et", "dpad_uniform_et"), ("w0_et", "dpad_et"))
 
 
 def decoder(name: str, cfg: DPadConfig) -> Decoder:
@@ -98,9 +104,23 @@ def speedups(row: dict[str, float], ref: dict[str, float]) -> dict[str, float]:
     }
 
 
-def flat_row(gen_length: int, results: dict[str, dict[str, float]]) -> dict[str, float]:
-    """One log record: every decoder's metrics and speedups vs vanilla / vanilla_et."""
-    out: dict[str, float] = {"gen_length": float(gen_length)}
+def accuracy_diffs(correct: dict[str, list[bool]]) -> dict[str, float]:
+    """`{name}/acc_diff_vs_{ref}` (and `_lo`, `_hi`: the paired 95% CI) for each pair of
+    `ACC_DIFFS` whose decoders both ran; `correct[name]` is per test prompt, same order."""
+    out: dict[str, float] = {}
+    for name, ref in ACC_DIFFS:
+        if name in correct and ref in correct:
+            key = f"{name}/acc_diff_vs_{ref}"
+            out[key], out[f"{key}_lo"], out[f"{key}_hi"] = paired_ci(correct[name], correct[ref])
+    return out
+
+
+def flat_row(
+    gen_length: int, results: dict[str, dict[str, float]], correct: dict[str, list[bool]]
+) -> dict[str, float]:
+    """One log record: every decoder's metrics, speedups vs vanilla / vanilla_et, and the
+    paired accuracy differences of `ACC_DIFFS`."""
+    out: dict[str, float] = {"gen_length": float(gen_length), **accuracy_diffs(correct)}
     for name, row in results.items():
         out.update(
             {f"{name}/{m}": v for m, v in row.items() if m in METRICS or m.startswith("acc_")}

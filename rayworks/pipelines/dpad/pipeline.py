@@ -34,7 +34,7 @@ import torch
 from rayworks.models.diffusion_lm import load_diffusion_lm
 from rayworks.pipelines.dpad.config import DPadConfig, DPadVanillaConfig
 from rayworks.pipelines.dpad.grid import evaluate, flat_row
-from rayworks.pipelines.dpad.report import markdown_table, plot
+from rayworks.pipelines.dpad.report import diff_table, markdown_table, plot
 from rayworks.pipelines.dpad.tasks import make_batch
 from rayworks.pipelines.dpad.train import cached_model, train_summary
 from rayworks.platform.context import RunContext
@@ -105,17 +105,20 @@ def run_grid(cfg: DPadConfig, ctx: RunContext) -> dict[str, float]:
     ctx.progress(lengths[-1], f"dpad grid ({len(cfg.decoders)} decoders, method {cfg.method})")
     rows, samples = [], []
     for g in lengths:
-        results = {}
+        results, correct = {}, {}
         for name in cfg.decoders:
             results[name], outputs = evaluate(model, test, g, name, cfg)
+            correct[name] = [o == a for o, a in zip(outputs, test.answers, strict=True)]
             samples += [{"gen_length": g, "decoder": name, "task": t, "answer": a, "output": o}
                         for t, a, o in zip(test.tasks, test.answers, outputs, strict=True)][:4]  # fmt: skip
-        row = flat_row(g, results)
+        row = flat_row(g, results, correct)
         ctx.log(g, accuracy=row[f"{cfg.method}/acc"], **row)
         rows.append(row)
     ctx.write_jsonl("grid.jsonl", rows)
     ctx.write_jsonl("samples.jsonl", samples)
-    (ctx.artifacts_dir / "grid.md").write_text(markdown_table(rows, list(cfg.decoders)))
+    (ctx.artifacts_dir / "grid.md").write_text(
+        markdown_table(rows, list(cfg.decoders)) + "\n" + diff_table(rows)
+    )
     plot(rows, list(cfg.decoders), ctx.artifacts_dir / "grid.png")
     summary = {**headline(rows, cfg.method), **pass_rule(rows), **train_summary(model_dir)}
     summary["n_test"] = float(cfg.n_test)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rayworks.pipelines.dpad.grid import METRICS, PAIRS
+from rayworks.pipelines.dpad.grid import ACC_DIFFS, METRICS, PAIRS
 
 
 def markdown_table(rows: list[dict[str, float]], decoders: list[str]) -> str:
@@ -30,6 +30,20 @@ def markdown_table(rows: list[dict[str, float]], decoders: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def diff_table(rows: list[dict[str, float]]) -> str:
+    """Paired exact-match differences (decoder - reference) with 95% CIs, per gen length."""
+    pairs = [(n, r) for n, r in ACC_DIFFS if f"{n}/acc_diff_vs_{r}" in rows[0]]
+    if not pairs:
+        return ""
+    head = "| decoder - reference | " + " | ".join(f"gen {int(r['gen_length'])}" for r in rows)
+    lines = [head + " |", "|" + "---|" * (len(rows) + 1)]
+    for name, ref in pairs:
+        key = f"{name}/acc_diff_vs_{ref}"
+        cells = [f"{r[key]:+.3f} [{r[key + '_lo']:+.3f}, {r[key + '_hi']:+.3f}]" for r in rows]
+        lines.append(f"| {name} - {ref} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
     """Accuracy and token-proxy / wall-clock speedup vs vanilla_et, against gen length."""
     import matplotlib
@@ -39,12 +53,15 @@ def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
 
     gens = [int(r["gen_length"]) for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for name in decoders:
-        axes[0].plot(gens, [r[f"{name}/acc"] for r in rows], marker="o", label=name)
+    palette = plt.get_cmap("tab20")
+    for i, name in enumerate(decoders):  # one colour per decoder in every panel
+        style = {"marker": "o", "color": palette(i % 20), "label": name,
+                 "linestyle": "--" if name.startswith("parallel") else "-"}  # fmt: skip
+        axes[0].plot(gens, [r[f"{name}/acc"] for r in rows], **style)
         for ax, kind in ((axes[1], "tokens"), (axes[2], "wall")):
             key = f"{name}/speedup_{kind}_vs_vanilla_et"
             if all(key in r for r in rows):
-                ax.plot(gens, [r[key] for r in rows], marker="o", label=name)
+                ax.plot(gens, [r[key] for r in rows], **style)
     titles = ("exact-match accuracy", "token-proxy speedup vs vanilla+ET",
               "wall-clock speedup vs vanilla+ET")  # fmt: skip
     for ax, title in zip(axes, titles, strict=True):

@@ -16,16 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.evals.paired import paired_ci
 from rayworks.pipelines.speckv.evaluate import PromptResult
 
 PASS_BUDGETS = (8, 16, 32)
-
-
-def paired_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    """(mean of a - b, 95% CI low, high) over paired samples."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    half = 1.96 * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else float("inf")
-    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
 
 
 def table_rows(results: list[PromptResult]) -> list[dict[str, Any]]:
