@@ -87,7 +87,9 @@ class SpecKVConfig(PipelineConfig):
     budget: int = Field(16, ge=1, description="budget of the headline metrics")
     cascade_pc_budget: int = Field(64, ge=1, description="SpecKV-PC: SpecPC prompt length")
     cascade_kv_budgets: list[int] = Field([8, 16], description="SpecKV-PC: KV budgets C")
-    n_prompts: int = Field(300, ge=1, description="test prompts, balanced over tasks (methods file: 300)")
+    n_prompts: int = Field(
+        300, ge=1, description="test prompts, balanced over tasks (methods file: 300)"
+    )
     threads: int = Field(2, ge=1, le=64, description="torch.set_num_threads")
 
     @model_validator(mode="after")
