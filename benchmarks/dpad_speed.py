@@ -67,7 +67,7 @@ def main() -> None:
         for g in lengths:
             order = DECODERS[rep % len(DECODERS) :] + DECODERS[: rep % len(DECODERS)]
             for name in order:
-                row, _ = evaluate(model, test, g, name, cfg)
+                row, _, _ = evaluate(model, test, g, name, cfg)
                 runs.setdefault((g, name), []).append(row)
                 print(f"rep {rep} gen {g} {name}: {row}", flush=True)
     rows = []

@@ -59,8 +59,9 @@ def decoder(name: str, cfg: DPadConfig) -> Decoder:
 
 def evaluate(
     model: PreTrainedModel, batch: Batch, gen_length: int, name: str, cfg: DPadConfig
-) -> tuple[dict[str, float], list[list[int]]]:
-    """Accuracy and mean per-sample costs of decoder `name` on `batch` at `gen_length`."""
+) -> tuple[dict[str, float], list[list[int]], list[bool]]:
+    """Accuracy and mean per-sample costs of decoder `name` on `batch` at `gen_length`,
+    the decoded answers, and per prompt whether it is an exact match."""
     dec = decoder(name, cfg)
     gen = torch.Generator().manual_seed(cfg.seed * 100_003 + gen_length)
     n, p = batch.prompts.shape
@@ -84,7 +85,7 @@ def evaluate(
     for task in sorted(set(batch.tasks)):
         hits = [c for c, t in zip(correct, batch.tasks, strict=True) if t == task]
         row[f"acc_{task}"] = sum(hits) / len(hits)
-    return row, outputs
+    return row, outputs, correct
 
 
 def token_accuracy(generated: torch.Tensor, answer: list[int]) -> float:

@@ -107,8 +107,7 @@ def run_grid(cfg: DPadConfig, ctx: RunContext) -> dict[str, float]:
     for g in lengths:
         results, correct = {}, {}
         for name in cfg.decoders:
-            results[name], outputs = evaluate(model, test, g, name, cfg)
-            correct[name] = [o == a for o, a in zip(outputs, test.answers, strict=True)]
+            results[name], outputs, correct[name] = evaluate(model, test, g, name, cfg)
             samples += [{"gen_length": g, "decoder": name, "task": t, "answer": a, "output": o}
                         for t, a, o in zip(test.tasks, test.answers, outputs, strict=True)][:4]  # fmt: skip
         row = flat_row(g, results, correct)

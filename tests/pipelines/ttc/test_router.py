@@ -340,13 +340,18 @@ def test_overload_answers_503_fast(server) -> None:
     assert max(t for code, t in results if code == 503) < 5.0, results
 
 
+def _metric(server: str, name: str) -> float:
+    """The value of the router's labelled metric `name` (0 before its first sample)."""
+    text = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
+    found = re.search(rf"{name}\{{[^}}]*\}} (\S+)", text)
+    return float(found.group(1)) if found else 0.0
+
+
 def _wait_for_a_call_in_flight(server: str, timeout: float = 60) -> None:
     """Until the router awaits a model replica (a kill before that would test nothing)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        text = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
-        found = re.search(r"rayworks_ttc_model_calls_in_flight\{[^}]*\} (\S+)", text)
-        if found and float(found.group(1)) >= 1:
+        if _metric(server, "rayworks_ttc_model_calls_in_flight") >= 1:
             return
         time.sleep(0.05)
     raise AssertionError("no model call went in flight within the timeout")
@@ -359,12 +364,6 @@ def _model_replicas() -> list[dict]:
                 if "SERVE_REPLICA" in a["name"] and "Model0" in a["name"]]  # fmt: skip
     assert replicas, ray.util.list_named_actors(all_namespaces=True)
     return replicas
-
-
-def _retries(server: str) -> float:
-    metrics = requests.get(f"{server}/metrics", headers=AUTH, timeout=10).text
-    retried = re.search(r'rayworks_ttc_model_retries_total\{model="[^"]+"\} (\S+)', metrics)
-    return float(retried.group(1)) if retried else 0.0
 
 
 def _wait_until_served(server: str, timeout: float = 60) -> requests.Response:
@@ -389,8 +388,9 @@ def test_killed_model_replica_is_replaced(server) -> None:
     def call(_: int) -> requests.Response:
         return requests.post(f"{server}/v1/completions", json=body, headers=AUTH, timeout=120)
 
-    replies, attempts, before = [], 0, _retries(server)
-    while attempts < 3 and _retries(server) == before:
+    retries = "rayworks_ttc_model_retries_total"
+    replies, attempts, before = [], 0, _metric(server, retries)
+    while attempts < 3 and _metric(server, retries) == before:
         attempts += 1
         if attempts > 1:
             assert _wait_until_served(server).status_code == 200
@@ -407,7 +407,7 @@ def test_killed_model_replica_is_replaced(server) -> None:
         assert resp.status_code in (200, 503), resp.text
         if resp.status_code == 503:
             assert "model_unavailable" in resp.text, resp.text
-    assert _retries(server) > before, f"no model call was retried in {attempts} kills"
+    assert _metric(server, retries) > before, f"no model call was retried in {attempts} kills"
     resp = _wait_until_served(server)
     assert resp.status_code == 200, resp.text
 
