@@ -1,6 +1,6 @@
 """Synthetic reasoning tasks with exact verifiers, registered by name."""
 
-from rayworks.data.tasks.arithmetic import ArithmeticTask
+from rayworks.data.tasks.arithmetic import ArithmeticMixTask, ArithmeticTask
 from rayworks.data.tasks.bag import BagDrawCoTTask, BagDrawTask
 from rayworks.data.tasks.base import TASKS, Example, Task, get_task, register_task
 from rayworks.data.tasks.countdown import CountdownTask
@@ -8,6 +8,7 @@ from rayworks.data.tasks.shapes import ShapesTask
 
 __all__ = [
     "TASKS",
+    "ArithmeticMixTask",
     "ArithmeticTask",
     "BagDrawCoTTask",
     "BagDrawTask",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 
 from rayworks.data.tasks.base import Example, Split, draw_examples, register_task
 
@@ -75,3 +76,38 @@ class ArithmeticTask:
     def verify(self, example: Example, completion: str) -> float:
         found = ANSWER_RE.findall(completion)
         return float(bool(found) and found[-1] == example.answer)
+
+
+@register_task("arithmetic_mix")
+class ArithmeticMixTask(ArithmeticTask):
+    """The same problems, but a share of the demonstrations answers without the trace.
+
+    Prompt:      "Q: 347+58=\n"
+    Completion:  "<think>7+8=15 c1|...</think>A: 405"  or, with probability `direct_share`,
+                 "A: 405"
+    A model fine-tuned on this mixture learns both behaviours: it traces the columns on some
+    prompts and guesses the sum in one go on others, which a small model gets right far less
+    often on multi-digit items. That is the situation outcome-reward RL is meant for (a base
+    that can already solve a problem, but does not always use the way that works): the
+    reward can teach it to trace, and greedy and sampled accuracy both have headroom. Only
+    the completions differ from `arithmetic`; prompts, answers, splits and the verifier are
+    the same. Which demonstrations are direct is drawn per example from the split's stream.
+    """
+
+    name = "arithmetic_mix"
+
+    def __init__(self, direct_share: float = 0.5, **kwargs: int | str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        if not 0.0 <= direct_share <= 1.0:
+            raise ValueError(f"direct_share must be in [0, 1], got {direct_share}")
+        self.direct_share = direct_share
+
+    def make(self, rng: random.Random) -> Example:
+        example = super().make(rng)
+        if rng.random() < self.direct_share:
+            return replace(example, completion=f"A: {example.answer}")
+        return example
+
+    def diagnostics(self, example: Example, completion: str) -> dict[str, float]:
+        """`traced`: 1.0 if the completion traces the columns before it answers."""
+        return {"traced": float(completion.lstrip().startswith("<think>"))}

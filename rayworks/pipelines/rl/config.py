@@ -47,7 +47,7 @@ class RolloutConfig(Config):
     engine_resources: dict[str, float] = Field(
         default_factory=lambda: {"CPU": 0.4}, description="Ray resources of each engine actor"
     )
-    prompts_per_step: int = Field(8, ge=1, description="training prompts per RL step")
+    prompts_per_step: int = Field(32, ge=1, description="training prompts per RL step")
     group_size: int = Field(8, ge=1, description="responses per prompt (G)")
     sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=1.0, max_new_tokens=80)
@@ -64,8 +64,8 @@ class RolloutConfig(Config):
 
 class LossConfig(Config):
     policy_loss: str = Field("clipped", description="registered policy loss (algo.POLICY_LOSSES)")
-    ppo_epochs: int = Field(2, ge=1, description="passes over each batch (data reuse)")
-    minibatches: int = Field(2, ge=1, description="optimizer steps per pass")
+    ppo_epochs: int = Field(1, ge=1, description="passes over each batch (data reuse)")
+    minibatches: int = Field(1, ge=1, description="optimizer steps per pass")
     eps_low: float = Field(0.2, ge=0, description="lower clip range (1 - eps_low)")
     eps_high: float = Field(0.2, ge=0, description="upper clip range (clip-higher when > eps_low)")
     agg: Literal["token-mean", "seq-mean-token-mean"] = Field(
@@ -79,7 +79,7 @@ class LossConfig(Config):
         description="steps between KL logs when kl_coef=0 (0 = never: no reference forward)",
     )
     entropy_coef: float = Field(
-        0.001, ge=0, description="entropy bonus beta (same for every arm; reconstructed)"
+        0.0, ge=0, description="entropy bonus beta (same for every arm; reconstructed)"
     )
     old_logprobs: Literal["rollout", "recompute"] = Field(
         "rollout",
@@ -97,8 +97,8 @@ class LearnerConfig(Config):
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each worker reserves")
     use_gpu: bool = Field(False, description="one GPU per worker")
     threads_per_worker: int = Field(1, ge=1, description="torch threads per worker")
-    max_steps: int = Field(60, ge=1, description="RL steps (rollout + update + sync)")
-    lr: float = Field(3e-5, gt=0, le=1, description="policy learning rate (AdamW, constant)")
+    max_steps: int = Field(100, ge=1, description="RL steps (rollout + update + sync)")
+    lr: float = Field(1e-4, gt=0, le=1, description="policy learning rate (AdamW, constant)")
     warmup_steps: int = Field(0, ge=0, description="linear warmup steps")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, ge=0, description="max grad norm (0 = off)")
@@ -110,8 +110,26 @@ class LearnerConfig(Config):
 
 
 class EvalConfig(Config):
-    n_test: int = Field(256, ge=1, description="test prompts, greedy-decoded at each eval")
+    """Held-out evaluation every `learner.eval_every` steps (learner.StepDriver.evaluate)."""
+
+    splits: list[Literal["val", "test"]] = Field(
+        default_factory=lambda: ["val", "test"],
+        description="held-out splits evaluated: val for choosing knobs, test for reporting",
+    )
+    n_val: int = Field(128, ge=1, description="validation prompts")
+    n_test: int = Field(256, ge=1, description="test prompts")
+    samples_per_prompt: int = Field(
+        8, ge=0,
+        description="samples per prompt at the rollout temperature for sampled accuracy, "
+        "pass@k, entropy and KL to the base (0: greedy only)",
+    )  # fmt: skip
     samples: int = Field(8, ge=0, description="sample generations written per eval step")
+
+    @model_validator(mode="after")
+    def _some_split(self) -> EvalConfig:
+        if not self.splits:
+            raise ValueError("eval.splits must name at least one of val, test")
+        return self
 
 
 class RLConfig(PipelineConfig):
@@ -125,12 +143,15 @@ class RLConfig(PipelineConfig):
             },
             "rollout": {"prompts_per_step": 2, "group_size": 4, "sampling": {"max_new_tokens": 24}},
             "learner": {"max_steps": 3, "eval_every": 2, "checkpoint_every": 2},
-            "eval": {"n_test": 4, "samples": 2},
+            "eval": {"n_val": 4, "n_test": 4, "samples": 2, "samples_per_prompt": 2},
         },
     }  # fmt: skip
 
-    task: str = Field("arithmetic", description="synthetic task with an exact verifier")
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    task: str = Field("arithmetic_mix", description="synthetic task with an exact verifier")
+    policy: PolicyConfig = Field(
+        default_factory=lambda: PolicyConfig(sft=SFTConfig(steps=1500)),
+        description="the policy to train (SFT'd here from `task`'s demonstrations by default)",
+    )
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
@@ -138,6 +159,11 @@ class RLConfig(PipelineConfig):
     rewards: list[RewardSpec] = Field(
         default_factory=list,
         description="weighted reward components (empty: the task's verifier, weight 1)",
+    )
+    shuffle_rewards: bool = Field(
+        False,
+        description="control arm: permute each batch's rewards over its rows, so the "
+        "update carries no reward signal (the logged accuracy stays the true one)",
     )
 
     def reward_specs(self) -> list[RewardSpec]:

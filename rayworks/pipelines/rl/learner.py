@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rayworks.data.tasks import Example, get_task
+from rayworks.data.tasks import Example
 from rayworks.errors import RayworksError
 from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.models.vlm import load_processor, pixel_values
@@ -36,6 +36,8 @@ from rayworks.pipelines.lm.train_loop import Dist, Learner, restore, save_checkp
 from rayworks.pipelines.rl.algo import POLICY_LOSSES, entropy_from_logits, kl_estimate, masked_mean
 from rayworks.pipelines.rl.batch import Estimate, RolloutBatch, make_batch
 from rayworks.pipelines.rl.config import RLConfig
+from rayworks.pipelines.rl.evaluate import evaluate_split, response_logits
+from rayworks.pipelines.rl.prompts import prompt_set
 from rayworks.pipelines.rl.rewards import CombinedReward
 from rayworks.pipelines.rl.rollout import (
     Rollout,
@@ -46,8 +48,15 @@ from rayworks.pipelines.rl.rollout import (
 from rayworks.platform.context import RunContext
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
-TRAIN_POOL = 5000  # distinct training prompts the steps draw from
 SUMMARY_SKIP = {"step", "time", "lr", "step_s", "gen_s", "sync_s", "gen_tokens_per_s"}
+
+
+def shuffled(
+    totals: list[float], parts: dict[str, list[float]], seed: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Rewards (and their components) permuted over the batch's rows by a seeded draw."""
+    perm = torch.randperm(len(totals), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [totals[i] for i in perm], {k: [v[i] for i in perm] for k, v in parts.items()}
 
 
 def broadcast(obj: Any, d: Dist) -> Any:
@@ -73,16 +82,14 @@ class StepDriver:
     ) -> None:  # fmt: skip
         self.cfg, self.ctx, self.engines, self.critics = cfg, ctx, engines, critics
         self.estimate, self.pad, self.processor = estimate, pad, processor
-        self.task = get_task(cfg.task)
-        data_seed = cfg.policy.sft.seed  # prompts are the same for every RL seed and arm
-        self.pool = self.task.examples(TRAIN_POOL, "train", data_seed)
-        self.test = self.task.examples(cfg.eval.n_test, "test", data_seed)
+        self.data = prompt_set(cfg)  # the same for every RL seed and arm
         self.reward = CombinedReward(cfg.reward_specs())
         self.pending: list[Any] = []
 
     def prompts(self, step: int) -> list[Example]:
-        rows = batch_rows(len(self.pool), self.cfg.rollout.prompts_per_step, self.cfg.seed, step)
-        return [self.pool[i] for i in rows.tolist()]
+        pool = self.data.train
+        rows = batch_rows(len(pool), self.cfg.rollout.prompts_per_step, self.cfg.seed, step)
+        return [pool[i] for i in rows.tolist()]
 
     def images(self, examples: list[Example]) -> list[Any] | None:
         """The examples' images for a vision-language policy (None for a text policy)."""
@@ -116,7 +123,9 @@ class StepDriver:
         per_item = [examples[r.prompt_index] for r in rollouts]
         texts = [r.text for r in rollouts]
         totals, parts = self.reward(per_item, texts)
-        accuracy = [self.task.verify(e, t) for e, t in zip(per_item, texts, strict=True)]
+        accuracy = [self.data.verify(e, t) for e, t in zip(per_item, texts, strict=True)]
+        if cfg.shuffle_rewards:  # the no-signal control: rewards permuted within the batch
+            totals, parts = shuffled(totals, parts, cfg.seed * 1_000_003 + step)
         images = self.images(examples)  # one per prompt, indexed per rollout row
         pixels = None
         if images is not None:
@@ -132,9 +141,11 @@ class StepDriver:
                 for c, rows in zip(self.critics, est.critic_rows, strict=True)
             ]
         n_tokens = float(batch.response_mask.sum())
+        spread = batch.rewards.view(-1, g).std(dim=1, unbiased=False) > 0
         stats = {
             "reward": float(torch.tensor(totals).mean()),
             "accuracy": sum(accuracy) / len(accuracy),
+            "informative_groups": float(spread.float().mean()),
             "response_len": n_tokens / len(rollouts),
             "finished_frac": sum(r.finished for r in rollouts) / len(rollouts),
             "gen_s": gen_s,
@@ -163,26 +174,22 @@ class StepDriver:
         stats["sync_s"] = time.perf_counter() - started
         return stats
 
-    def evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
-        """Greedy test accuracy (overall and per difficulty) through the engines."""
-        sampling = self.cfg.rollout.sampling.model_copy(update={"temperature": 0.0, "seed": 0})
-        rollouts = self.rollouts(self.test, 1, sampling, step)
-        scores: dict[int, list[float]] = {}
-        extras: dict[str, list[float]] = {}
-        samples = []
-        diagnose = getattr(self.task, "diagnostics", None)  # e.g. step correctness
-        for ex, r in zip(self.test, rollouts, strict=True):
-            score = self.task.verify(ex, r.text)
-            scores.setdefault(ex.difficulty, []).append(score)
-            for key, value in (diagnose(ex, r.text) if diagnose else {}).items():
-                extras.setdefault(key, []).append(value)
-            samples.append({"split": "test", "prompt": ex.prompt, "completion": r.text,
-                            "answer": ex.answer, "score": score})  # fmt: skip
-        flat = [s for level in scores.values() for s in level]
-        metrics = {"test_accuracy": sum(flat) / len(flat)}
-        metrics.update({f"test_accuracy_d{k}": sum(v) / len(v) for k, v in sorted(scores.items())})
-        metrics.update({f"test_{k}": sum(v) / len(v) for k, v in extras.items()})
+    def evaluate(
+        self, step: int, split: str, policy: torch.nn.Module, ref: torch.nn.Module
+    ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """Held-out metrics of `split` through the engines (rl/evaluate.py lists them)."""
+        metrics, samples = evaluate_split(
+            lambda examples, n, sampling: self.rollouts(examples, n, sampling, step),
+            self.data, split, self.cfg.rollout.sampling, self.cfg.eval.samples_per_prompt,
+            self.pad, policy, ref, self.eval_pixels if self.processor is not None else None,
+        )  # fmt: skip
         return metrics, samples[: self.cfg.eval.samples]
+
+    def eval_pixels(self, examples: list[Example], drawn: list[Rollout]) -> torch.Tensor | None:
+        images = self.images(examples)
+        if images is None:
+            return None
+        return pixel_values(self.processor, images)[[r.prompt_index for r in drawn]]
 
     def save_critics(self, folder: Path) -> None:
         import ray
@@ -201,19 +208,15 @@ class StepDriver:
         return ray.get([c.info.remote() for c in self.critics])
 
 
-def response_logits(model: Any, batch: RolloutBatch) -> torch.Tensor:
-    out = model(**batch.model_inputs)
-    return batch.response_slice(out.logits).float()
-
-
 def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)
 
 
 @torch.no_grad()
-def logp_of(model: Any, batch: RolloutBatch) -> torch.Tensor:
-    """log pi(o_t | s_t) of the batch's response tokens under `model`, no gradient."""
-    return token_logp(response_logits(model, batch), batch.responses)
+def logp_of(model: Any, batch: RolloutBatch, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(o_t | s_t) of the batch's response tokens under `model` at `temperature`,
+    no gradient."""
+    return token_logp(response_logits(model, batch, temperature), batch.responses)
 
 
 def monitors(
@@ -226,7 +229,8 @@ def monitors(
     stats = {"rollout_logp_gap": float(masked_mean((logp - sub.old_logp).abs(), mask))}
     every = cfg.loss.kl_monitor_every
     if ref_logp is not None or (every and step % every == 0):
-        ref_logp = logp_of(ref, sub) if ref_logp is None else ref_logp
+        temp = cfg.rollout.sampling.temperature
+        ref_logp = logp_of(ref, sub, temp) if ref_logp is None else ref_logp
         kl = kl_estimate(logp, ref_logp, cfg.loss.kl_estimator)
         stats["kl"] = float(masked_mean(kl, mask))
     return stats
@@ -237,10 +241,10 @@ def policy_update(
     step: int,
 ) -> dict[str, float]:  # fmt: skip
     """`ppo_epochs` x `minibatches` clipped-ratio steps; every rank trains on its share."""
-    loss_cfg = cfg.loss
-    ref_logp = logp_of(ref, batch) if loss_cfg.kl_coef else None  # the KL term needs every row
+    loss_cfg, temp = cfg.loss, cfg.rollout.sampling.temperature
+    ref_logp = logp_of(ref, batch, temp) if loss_cfg.kl_coef else None  # KL needs every row
     recompute = loss_cfg.old_logprobs == "recompute"
-    old_logp = logp_of(learner.module, batch) if recompute else batch.old_logp
+    old_logp = logp_of(learner.module, batch, temp) if recompute else batch.old_logp
     loss_fn = POLICY_LOSSES[loss_cfg.policy_loss]
     gen = torch.Generator().manual_seed(cfg.seed * 7919 + step)
     n, mb = batch.input_ids.shape[0], batch.input_ids.shape[0] // loss_cfg.minibatches
@@ -252,7 +256,7 @@ def policy_update(
         for j in range(loss_cfg.minibatches):
             rows = perm[j * mb : (j + 1) * mb][d.rank :: d.world]
             sub = batch.rows(rows)
-            logits = response_logits(learner.engine, sub)
+            logits = response_logits(learner.engine, sub, temp)
             logp = token_logp(logits, sub.responses)
             entropy = entropy_from_logits(logits)
             sub_ref = None if ref_logp is None else ref_logp[rows]
@@ -306,7 +310,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
         ctx.truncate_metrics(start)
         ctx.record(start, resumed_from_step=start)
     else:
-        evaluate_and_log(driver, ctx, d, 0)
+        evaluate_and_log(driver, ctx, d, 0, learner.module, ref)
 
     critic_cfg = cfg.critic_config()
     warmup = critic_cfg.warmup_steps if critic_cfg is not None else 0
@@ -323,7 +327,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
         if done % cfg.learner.log_every == 0 or done == cfg.learner.max_steps:
             ctx.record(done, **stats)  # files only: a Train report per step would cost a barrier
         if done % cfg.learner.eval_every == 0 or done == cfg.learner.max_steps:
-            evaluate_and_log(driver, ctx, d, done, samples)
+            evaluate_and_log(driver, ctx, d, done, learner.module, ref, samples)
         if done % cfg.learner.checkpoint_every == 0 or done == cfg.learner.max_steps:
             extra = {"data": {"step": done}, "metrics": {}}
             write_critics = driver.save_critics if driver is not None and driver.critics else None
@@ -345,14 +349,20 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
 
 def evaluate_and_log(
     driver: StepDriver | None, ctx: RunContext, d: Dist, step: int,
-    train_samples: list[dict] | None = None,
+    policy: torch.nn.Module, ref: torch.nn.Module, train_samples: list[dict] | None = None,
 ) -> None:  # fmt: skip
-    """Test accuracy at `step` (all ranks log it); samples to artifacts/samples/."""
-    metrics, samples = driver.evaluate(step) if driver is not None else ({}, [])
+    """Held-out metrics of every `eval.splits` at `step` (all ranks log them); samples to
+    artifacts/samples/."""
+    metrics: dict[str, float] = {}
     if driver is not None:
+        rows: list[dict] = []
+        for split in driver.cfg.eval.splits:
+            found, samples = driver.evaluate(step, split, policy, ref)
+            metrics.update(found)
+            rows += samples
         folder = ctx.artifacts_dir / "samples"
         folder.mkdir(exist_ok=True)
-        rows = samples + (train_samples or [])
+        rows += train_samples or []
         (folder / f"step_{step:06d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ctx.log(step, **broadcast(metrics, d))
 
@@ -364,15 +374,20 @@ def summarize(
     final: dict[str, float] = {}
     if d.rank == 0:
         records = ctx.metrics()
-        evals = [r for r in records if "test_accuracy" in r]
+        prefixes = tuple(f"{split}_" for split in driver.cfg.eval.splits)
+        evals = [r for r in records if any(f"{p}accuracy" in r for p in prefixes)]
         trains = [r for r in records if "reward" in r]
         tail = trains[-max(1, len(trains) // 5) :]  # the last fifth of training
-        final["test_accuracy"] = evals[-1]["test_accuracy"] if evals else float("nan")
+        final["test_accuracy"] = (
+            evals[-1].get("test_accuracy", float("nan")) if evals else float("nan")
+        )
         for key, value in (evals[-1] if evals else {}).items():  # e.g. test_step_correct
-            if key.startswith("test_") and isinstance(value, int | float):
+            if key.startswith(prefixes) and isinstance(value, int | float):
                 final[key] = value
                 final[f"base_{key}"] = evals[0].get(key, float("nan"))
-        final["best_test_accuracy"] = max((r["test_accuracy"] for r in evals), default=float("nan"))
+        for split in driver.cfg.eval.splits:
+            best = [r[f"{split}_accuracy"] for r in evals if f"{split}_accuracy" in r]
+            final[f"best_{split}_accuracy"] = max(best, default=float("nan"))
         for key in dict.fromkeys(k for r in tail for k in r if k not in SUMMARY_SKIP):
             values = [r[key] for r in tail if isinstance(r.get(key), int | float)]
             if values:  # means over the last fifth of training

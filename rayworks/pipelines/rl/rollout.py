@@ -5,11 +5,14 @@ An engine holds one copy of the policy. The learner pushes new weights with
 the version that produced it. A generate holds the engine's lock from start to end, so a
 weight load issued meanwhile waits: a rollout never mixes versions.
 
-Stored logprobs are log pi_old(o_t | s_t) of the *policy itself*: the log-softmax of the
-raw logits (temperature 1, no top-p), because the learner recomputes log pi_theta with a
-plain forward and the importance ratio must compare like with like. Tokens are *sampled*
-from the tempered, nucleus-truncated distribution; at temperature != 1 or top_p < 1 the
-two differ (as in verl and OpenRLHF, which recompute old logprobs the same way).
+Stored logprobs are log pi_old(o_t | s_t) of the *sampling policy*: the log-softmax of the
+logits divided by the sampling temperature, because that tempered softmax is the
+distribution the tokens were drawn from, and the learner scores log pi_theta the same way
+(`learner.response_logits`), so the importance ratio, the clip range and the KL all refer
+to the policy that acted. TRL and verl divide by the temperature in both places too.
+Nucleus truncation (top_p < 1) is not part of the scored policy (as in TRL and verl): the
+ratio then ignores that tokens outside the nucleus could not be drawn. A greedy rollout
+(temperature 0) stores the raw (temperature 1) logprobs.
 
 Engines: `hf` (below: transformers with a KV cache, CPU by default) and `vllm`
 (`vllm_engine.py`, GPU). `make_engine_group` runs any of them as a group of Ray actors.
@@ -65,7 +68,7 @@ class Rollout:
     prompt_index: int
     prompt_ids: list[int]
     completion_ids: list[int]
-    logprobs: list[float]  # log pi_old(completion_ids[t] | prefix), raw logits, temperature 1
+    logprobs: list[float]  # log pi_old(completion_ids[t] | prefix) at the sampling temperature
     text: str
     finished: bool  # stopped at EOS (else at max_new_tokens)
     version: int
@@ -241,6 +244,7 @@ class HFEngine:
         alive = torch.ones(len(rows), dtype=torch.bool, device=dev)
         lengths = torch.zeros(len(rows), dtype=torch.long, device=dev)
         tokens, logprobs, cache = [], [], None
+        scale = sampling.temperature or 1.0  # the scored policy: logits / temperature
         for _ in range(sampling.max_new_tokens):
             extra = {"pixel_values": pixels} if pixels is not None and cache is None else {}
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
@@ -250,7 +254,7 @@ class HFEngine:
             if self.banned is not None:
                 allowed = logits.index_fill(-1, torch.tensor([self.banned], device=dev), -math.inf)
             nxt = sample_next(allowed, sampling.temperature, sampling.top_p, gen)
-            logp = torch.log_softmax(logits, -1).gather(-1, nxt[:, None]).squeeze(-1)
+            logp = torch.log_softmax(logits / scale, -1).gather(-1, nxt[:, None]).squeeze(-1)
             tokens.append(nxt)
             logprobs.append(logp)
             lengths += alive

@@ -8,8 +8,10 @@ registry (and CPU CI) works without it. Written against vLLM's documented offlin
   the worker then calls the model's `load_weights(iterable of (HF name, tensor))`, which
   maps HF names onto vLLM's fused layers (q/k/v -> qkv_proj).
 - `SamplingParams(n, temperature, top_p, max_tokens, seed, logprobs=0)`: logprobs of the
-  sampled tokens. With `logprobs_mode="raw_logprobs"` (vLLM's V1 default, set explicitly)
-  they come from the raw logits before temperature and top-p, as the `hf` engine stores.
+  sampled tokens. With `logprobs_mode="processed_logprobs"` they come from the logits after
+  temperature scaling, the policy the `hf` engine and the learner score (rollout.py); vLLM
+  also applies the top-p mask there, so at top_p < 1 its logprobs are the nucleus's
+  renormalised ones while the learner's are not (keep top_p = 1 for exact ratios).
 - Prompts go in as token ids encoded by our tokenizer, so both engines see the same ids.
   A vision-language policy's prompts go in as `<image>` + text with the image in
   `multi_modal_data`; vLLM's LLaVA processor expands the image token, and each output's
@@ -82,7 +84,7 @@ class VLLMEngine:
             enforce_eager=True,  # no CUDA graphs: faster start, weights swap freely
             gpu_memory_utilization=gpu_memory_utilization,
             worker_extension_cls=EXTENSION,
-            logprobs_mode="raw_logprobs",
+            logprobs_mode="processed_logprobs",
             **llm_kwargs,
         )
         self.tok = load_tokenizer(model_dir)

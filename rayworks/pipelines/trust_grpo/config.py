@@ -90,7 +90,7 @@ class TrustGRPOConfig(RLConfig):
             "trm": {"n_train": 200, "n_test": 32, "steps": 20, "batch_size": 16},
             "rollout": {"prompts_per_step": 2, "group_size": 4},
             "learner": {"max_steps": 3, "eval_every": 2, "checkpoint_every": 2},
-            "eval": {"n_test": 4, "samples": 2},
+            "eval": {"n_val": 4, "n_test": 4, "samples": 2, "samples_per_prompt": 2},
         },
     }  # fmt: skip
 
