@@ -39,16 +39,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import trl_peer  # sets HF_HUB_OFFLINE and friends before anything imports transformers
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "rl_step.json"
@@ -121,7 +117,7 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
     overrides = [
         *SIZES[size],
         *MATCHED,
-        f"policy.path={policy_dir}",
+        f"policy.init_from={policy_dir}",
         f"learner.max_steps={steps}",
         f"learner.eval_every={steps}",  # evaluations only at step 0 and after the last step
         f"learner.checkpoint_every={steps}",
@@ -166,35 +162,10 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
 def run_trl(
     policy_dir: Path, cfg: Any, steps: int, warmup: int, threads: int, omp_wait: str
 ) -> dict:
-    spec = {
-        "model": str(policy_dir),
-        "steps": steps,
-        "warmup": warmup,
-        "threads": threads,
-        "task": cfg.task,
-        "prompts": cfg.rollout.prompts_per_step,
-        "group": cfg.rollout.group_size,
-        "max_new_tokens": cfg.rollout.sampling.max_new_tokens,
-        "temperature": cfg.rollout.sampling.temperature,
-        "lr": cfg.learner.lr,
-        "grad_clip": cfg.learner.grad_clip,
-        "eps": cfg.loss.eps_low,
-        "seed": cfg.seed,
-        "data_seed": cfg.policy.sft.seed,
-    }
-    with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
-        spec["out"] = str(Path(tmp) / "trl.json")
-        spec["output_dir"] = str(Path(tmp) / "trainer")
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        if threads > 1 and omp_wait:
-            env["OMP_WAIT_POLICY"] = omp_wait
-        load = os.getloadavg()[0]
-        started = time.perf_counter()
-        subprocess.run(
-            [sys.executable, __file__, "--trl-worker", json.dumps(spec)], env=env, check=True
-        )
-        wall = time.perf_counter() - started
-        out = json.loads(Path(spec["out"]).read_text())
+    spec = {"model": str(policy_dir), "cfg": cfg.model_dump(mode="json"), "steps": steps,
+            "warmup": warmup}  # fmt: skip
+    load = os.getloadavg()[0]
+    out, wall = trl_peer.launch_worker(__file__, spec, threads, omp_wait)
     out.update(wall_s=wall, load_avg_1m_before=load)
     return out
 
@@ -206,28 +177,21 @@ def trl_worker(spec: dict[str, Any]) -> None:
     torch.set_num_threads(spec["threads"])
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
-    from rayworks.data.tasks import get_task
-    from rayworks.pipelines.rl.learner import TRAIN_POOL
+    from rayworks.models import load_tokenizer
+    from rayworks.pipelines.rl.config import RLConfig
+    from rayworks.pipelines.rl.prompts import prompt_set
+    from rayworks.pipelines.rl.rewards import CombinedReward
 
-    task = get_task(spec["task"])
-    pool = task.examples(TRAIN_POOL, "train", spec["data_seed"])  # our training prompt pool
-    dataset = Dataset.from_dict(
-        {"prompt": [e.prompt for e in pool], "answer": [e.answer for e in pool],
-         "index": list(range(len(pool)))}
-    )  # fmt: skip
-    tokens: list[int] = []
-    accuracy: list[float] = []
-
-    def verifier(completions: list[str], completion_ids: list[list[int]], index: list[int],
-                 **_: Any) -> list[float]:  # fmt: skip
-        """Our task's exact verifier on each completion (the example via the `index` column)."""
-        tokens.append(sum(len(ids) for ids in completion_ids))
-        scores = [task.verify(pool[i], c) for i, c in zip(index, completions, strict=True)]
-        accuracy.append(sum(scores) / len(scores))
-        return scores
-
+    cfg = RLConfig.model_validate(spec["cfg"])
+    pool = prompt_set(cfg).train  # our training prompt pool, in our run's order
+    rows = trl_peer.step_rows(len(pool), cfg.rollout.prompts_per_step, cfg.seed, spec["steps"])
+    examples = [pool[i] for i in rows]
+    prompts = trl_peer.trl_prompts(cfg, load_tokenizer(spec["model"]), [e.prompt for e in examples])
+    dataset = Dataset.from_dict({"prompt": prompts, "row": list(range(len(rows)))})
+    calls: list[dict[str, Any]] = []  # one per generation: rows, rewards, completion tokens
+    reward = trl_peer.reward_function(examples, CombinedReward(cfg.reward_specs()), calls)
     times: dict[str, list[float]] = {"step_s": [], "gen_s": []}
 
     class StepTimer(TrainerCallback):
@@ -244,63 +208,32 @@ def trl_worker(spec: dict[str, Any]) -> None:
             times["gen_s"].append(time.perf_counter() - started)
             return out
 
-    g, rows = spec["group"], spec["prompts"] * spec["group"]
-    args = GRPOConfig(
-        output_dir=spec["output_dir"],
-        use_cpu=True,
-        bf16=False,
-        use_vllm=False,
-        report_to="none",
-        save_strategy="no",
-        gradient_checkpointing=False,
-        logging_steps=1,
-        disable_tqdm=True,
-        max_steps=spec["steps"],
-        # one optimizer step = one generation of prompts x G completions, used once
-        num_generations=g,
-        per_device_train_batch_size=rows,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
-        num_iterations=1,
-        max_completion_length=spec["max_new_tokens"],
-        temperature=spec["temperature"],
-        top_p=1.0,
-        top_k=0,
-        beta=0.0,  # no KL, so no reference model
-        epsilon=spec["eps"],
-        loss_type="dapo",  # token mean over the batch, as our loss.agg=token-mean
-        scale_rewards="group",  # as our loss.grpo_scale=true
-        learning_rate=spec["lr"],
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=spec["grad_clip"],
-        seed=spec["seed"],
-        dataloader_num_workers=0,
-    )
+    # one optimizer step = one generation of prompts x G completions, used once (MATCHED)
+    args = trl_peer.grpo_args(cfg, spec["output_dir"], cfg.seed, max_steps=spec["steps"])
     trainer = TimedGRPO(
         model=spec["model"],
-        reward_funcs=verifier,
+        reward_funcs=reward,
         args=args,
         train_dataset=dataset,
         callbacks=[StepTimer()],
     )
     trainer.train()
     n = len(times["step_s"])
-    if not (len(times["gen_s"]) == len(tokens) == n == spec["steps"]):
+    if not (len(times["gen_s"]) == len(calls) == n == spec["steps"]):
         raise RuntimeError(
             f"expected one generation per step: {n} steps, {len(times['gen_s'])} generations, "
-            f"{len(tokens)} reward calls"
+            f"{len(calls)} reward calls"
         )
+    rows_per_step = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     step_rows = [
-        {"step_s": times["step_s"][i], "gen_s": times["gen_s"][i], "tokens": tokens[i]}
+        {"step_s": times["step_s"][i], "gen_s": times["gen_s"][i], "tokens": calls[i]["tokens"]}
         for i in range(spec["warmup"], n)
     ]
-    out = summarize(step_rows, rows)
+    out = summarize(step_rows, rows_per_step)
     out.update(
         steps=n,
         threads=f"{torch.get_num_threads()} (one process)",
-        accuracy=statistics.fmean(accuracy),
+        accuracy=statistics.fmean(r for c in calls for r in c["rewards"]),  # the verifier
     )
     Path(spec["out"]).write_text(json.dumps(out))
 
@@ -363,7 +296,7 @@ def main() -> None:
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.trl_worker:
-        trl_worker(json.loads(args.trl_worker))
+        trl_worker(trl_peer.read_spec(args.trl_worker))
         return
     if args.quick:
         args.steps, args.warmup = 4, 1

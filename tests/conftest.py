@@ -288,6 +288,38 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     return build
 
 
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`tiny_gpt2(texts)` -> a new GPT-2-style folder (seed 0): `GPT2LMHeadModel` (learned
+    absolute positions, 128 of them) and a byte-level BPE whose only special token,
+    `<|endoftext|>`, is BOS and EOS; no pad token, as in GPT-2 itself."""
+
+    def build(texts: list[str] = TRACES) -> Path:
+        import torch
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+        path = tmp_path_factory.mktemp("tiny_gpt2")
+        end = "<|endoftext|>"
+        bpe = Tokenizer(models.BPE())
+        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        bpe.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=320, special_tokens=[end], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )  # fmt: skip
+        bpe.train_from_iterator(texts, trainer=trainer)
+        tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=end, eos_token=end)
+        torch.manual_seed(0)
+        config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=2, n_head=2,
+                            bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+        GPT2LMHeadModel(config).save_pretrained(path)
+        tok.save_pretrained(path)
+        return path
+
+    return build
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny tensors gain nothing from threads, which thrash on a loaded 2-core box; the

@@ -23,7 +23,8 @@ the key at more than one step.
 Outputs (`runs/bench/NAME/<id>/`): `bench.md` (command line, table, failures, curve
 table), `bench.json`, `bench.png`, `curve.png` (when there are curves) and `runs/` with
 every run directory (ablation runs under `runs/ablation/<label>/`). `rayworks demo` benches
-every method with its smoke preset and renders one HTML report.
+every method with its smoke preset, runs every pipeline that has a `demo` preset (a short
+run that shows learning, e.g. grpo's rising curve) once, and renders one HTML report.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from rayworks.platform.cluster import connect
 from rayworks.platform.config import PipelineConfig, build_config
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
+from rayworks.platform.launch import run as launch_run
 from rayworks.platform.registry import PipelineSpec, all_pipelines, baseline_names, get_pipeline
 
 Role = Literal["method", "baseline", "ablation"]
@@ -114,8 +116,8 @@ def plan_arms(name: str, ablations: bool | Sequence[str] = True) -> list[Arm]:
     """The method, its baselines, then one arm per registered ablation (`ablations=True`),
     none (False) or those named (a list of labels, in registration order)."""
     spec = get_pipeline(name)
-    if not spec.baselines:
-        raise ConfigError(f"pipeline {name!r} declares no baseline to bench against.")
+    if not spec.baselines and not spec.ablations:
+        raise ConfigError(f"pipeline {name!r} declares no baseline or ablation to bench against.")
     if not isinstance(ablations, bool):
         unknown = sorted(set(ablations) - set(spec.ablations))
         if unknown:
@@ -494,11 +496,20 @@ def plot_curves(
     fig.savefig(path, dpi=110)
 
 
+def demo_line(spec: PipelineSpec, run_dir: Path) -> str:
+    """One line on a demo-preset run: its headline at every step it was logged."""
+    key = spec.headline[0]
+    curve = read_metric(run_dir / "metrics.jsonl", key)
+    points = ", ".join(f"{_fmt(v)} (step {s})" for s, v in sorted(curve.items()))
+    return f"{spec.name} --preset demo, {max(curve, default=0)} steps: {key} {points}"
+
+
 def demo(
     runs_dir: str | Path | None = None, address: str | None = None, seeds: int = 1,
     only: list[str] | None = None, console: Console | None = None, ablations: bool = False,
 ) -> Path:  # fmt: skip
-    """Bench every method (pipelines that declare a baseline) on its smoke preset; one report.
+    """Bench every method (pipelines that declare a baseline) on its smoke preset, run every
+    pipeline with a `demo` preset once with it; one report.
 
     Ablation arms are left out unless `ablations` (they double some benches; `rayworks
     bench NAME` runs them), which keeps `make demo` within its budget as methods are added.
@@ -519,6 +530,12 @@ def demo(
                        console=console, ablations=ablations)  # fmt: skip
         (console or Console()).print(result.markdown, markup=False)
         paths += [result.out_dir, result.out_dir / "runs"]
+    for spec in all_pipelines():
+        if "demo" in spec.config.presets and (not only or spec.name in only):
+            done = launch_run(spec.name, preset="demo", runs_dir=root / "learning",
+                              address=address, progress=False)  # fmt: skip
+            (console or Console()).print(demo_line(spec, done.run_dir), markup=False)
+            paths.append(done.run_dir)
     return render_report(
         paths, out=root / "report.html", title="rayworks demo: methods vs baselines"
     )

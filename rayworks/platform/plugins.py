@@ -1,4 +1,5 @@
-"""User functions named by `module.path:function` (collapsing functions, oracles).
+"""User functions named by `module.path:function` (collapsing functions, oracles, rewards,
+verifiers).
 
 They are imported like any module, from code the operator installed on every node; nothing
 is ever unpickled from a request or a file.
@@ -10,18 +11,19 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from rayworks.errors import RayworksError
+from rayworks.errors import ConfigError
 
 
 def import_callable(spec: str, key: str) -> Callable[..., Any]:
-    """The callable `spec` = 'module.path:function' names; errors name `key` and `spec`."""
+    """The callable `spec` = 'module.path:function' names; a `ConfigError` names `key` and
+    `spec` when it is malformed, cannot be imported or is not callable."""
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
-        raise RayworksError(f"{key}={spec!r} must be 'module.path:function'")
+        raise ConfigError(f"{key}={spec!r} must be 'module.path:function'")
     try:
         fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise RayworksError(f"{key}={spec!r} cannot be imported: {exc}") from None
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:  # TypeError: ".rel"
+        raise ConfigError(f"{key}={spec!r} cannot be imported: {exc}") from None
     if not callable(fn):
-        raise RayworksError(f"{key}={spec!r} is not callable")
+        raise ConfigError(f"{key}={spec!r} is not callable")
     return fn

@@ -69,7 +69,7 @@ def test_markdown_starts_with_the_command_and_shows_the_ratio():
 
 
 def test_pipeline_without_baseline_is_refused():
-    with pytest.raises(ConfigError, match="declares no baseline"):
+    with pytest.raises(ConfigError, match="declares no baseline or ablation"):
         bench.bench("lm_plain", seeds=1)
 
 

@@ -10,6 +10,12 @@ A base model is a pure function of its LM config, so it is built once and cached
 `<cache root>/base/<name>-<hash>/` (`runs/cache/` by default): every arm and seed of a bench (and every later
 run) starts from the very same weights. Concurrent runs wait on a file lock while the
 first one builds it; an interrupted build resumes from its checkpoint.
+
+`policy.init_from` skips the SFT: RL starts from that folder. A run on a prompt file
+(`data.prompts`) has no traces to pretrain critics on, so unless `critic.path` names a
+backbone (or `critic.pretrained=false` asks for a random one), each critic's backbone
+starts from the policy's own weights, as OpenRLHF initialises its critic from the actor
+when no critic model is given; the critic is then as large as the policy, not small.
 """
 
 from __future__ import annotations
@@ -114,8 +120,8 @@ def base_models(cfg: RLConfig, cache_root: Path) -> tuple[Path, Path | None]:
     """(policy folder, critic backbone folder or None) for an RL config, building as needed."""
     cache = cache_root / "base"
     max_new = cfg.rollout.sampling.max_new_tokens
-    if cfg.policy.path:
-        policy = resolve_model_dir(cfg.policy.path)
+    if cfg.policy.init_from:
+        policy = resolve_model_dir(cfg.policy.init_from)
     else:
         policy = build_base(cache, "policy", sft_config(cfg.task, cfg.policy.model,
                                                         cfg.policy.sft, max_new))  # fmt: skip
@@ -124,7 +130,10 @@ def base_models(cfg: RLConfig, cache_root: Path) -> tuple[Path, Path | None]:
         return policy, None
     if critic_cfg.path:
         return policy, resolve_model_dir(critic_cfg.path)
+    if cfg.data.prompts and critic_cfg.pretrained:
+        return policy, policy  # a prompt file has no traces to pretrain on (docstring)
+    spec = cfg.policy.model if critic_cfg.symmetric else critic_cfg.model
     if not critic_cfg.pretrained:
-        return policy, random_backbone(cache, critic_cfg.model, policy, cfg.policy.sft.seed)
-    sft = sft_config(cfg.task, critic_cfg.model, cfg.policy.sft, max_new)
+        return policy, random_backbone(cache, spec, policy, cfg.policy.sft.seed)
+    sft = sft_config(cfg.task, spec, cfg.policy.sft, max_new)
     return policy, build_base(cache, "critic", sft, tokenizer_from=policy)

@@ -10,13 +10,17 @@ not given by the papers and are our choice.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rayworks.models import DecoderSpec
+from rayworks.errors import RayworksError
+from rayworks.models import DecoderSpec, resolve_model_dir
+from rayworks.pipelines.rl.prompt_file import file_problem
 from rayworks.pipelines.rl.rewards import RewardSpec
 from rayworks.pipelines.rl.rollout import SamplingConfig
+from rayworks.pipelines.rl.verifiers import get_verifier
 from rayworks.platform.config import Config, PipelineConfig
 
 
@@ -32,13 +36,86 @@ class SFTConfig(Config):
     seed: int = Field(0, ge=0, description="SFT seed (shared by every RL seed and arm)")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # one of them: a tokenizer
+
+
+def absolute(path: str) -> str:
+    """`path` made absolute here: Ray workers run in other folders than the launching shell."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
 class PolicyConfig(Config):
     model: DecoderSpec = Field(
         default_factory=lambda: DecoderSpec(d_model=64, n_layer=2, n_head=4, max_seq_len=128),
-        description="size of the policy (built and SFT'd here unless `path` is given)",
+        description="size of the policy (built and SFT'd here unless `init_from` is given)",
     )
-    path: str | None = Field(None, description="HF folder (or run dir) of a policy to start from")
+    init_from: str | None = Field(
+        None,
+        description="start from this local HF causal LM with its tokenizer (a model folder, "
+        "checkpoint or run dir; Llama, Qwen2, GPT-2, ...) instead of SFT'ing `model`",
+    )
+    chat_template: bool = Field(
+        True,
+        description="wrap each prompt as one user turn of the tokenizer's chat template, "
+        "when it has one (false: the raw prompt)",
+    )
     sft: SFTConfig = Field(default_factory=SFTConfig)
+
+    @field_validator("init_from")
+    @classmethod
+    def _local_model(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            folder = resolve_model_dir(absolute(value))
+        except RayworksError as err:
+            raise ValueError(str(err)) from None
+        if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+            raise ValueError(
+                f"{str(folder)!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                "save it beside the weights with tokenizer.save_pretrained"
+            )
+        return absolute(value)
+
+
+class DataConfig(Config):
+    """Your own prompts instead of `task`'s: JSON lines of {"prompt", "answer"[, "difficulty"]}.
+
+    Without `val` / `test` files, `prompts` is split 80/10/10 by the stable prompt hash
+    (prompt_file.py has the split rule); malformed lines go to `<run dir>/rejects.jsonl`.
+    """
+
+    verifier: str = Field(
+        "exact",
+        description="how a completion is scored: exact (answer after the last 'A:', else the "
+        "whole completion), numeric (last number), countdown, or module:function",
+    )
+    prompts: str | None = Field(
+        None, description="jsonl prompt file; when set, it replaces `task`'s prompts"
+    )
+    val: str | None = Field(None, description="jsonl of validation prompts (else from `prompts`)")
+    test: str | None = Field(None, description="jsonl of test prompts (else from `prompts`)")
+
+    @field_validator("verifier")
+    @classmethod
+    def _known_verifier(cls, value: str) -> str:
+        try:
+            get_verifier(value)
+        except RayworksError as err:
+            raise ValueError(str(err)) from None
+        return value
+
+    @field_validator("prompts", "val", "test")
+    @classmethod
+    def _usable_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if info.field_name != "prompts" and info.data.get("prompts", "") is None:
+            raise ValueError(f"data.{info.field_name} needs data.prompts (the training prompts)")
+        problem = file_problem(absolute(value), info.data.get("verifier"))
+        if problem:
+            raise ValueError(problem)
+        return absolute(value)
 
 
 class RolloutConfig(Config):
@@ -98,8 +175,12 @@ class LearnerConfig(Config):
     use_gpu: bool = Field(False, description="one GPU per worker")
     threads_per_worker: int = Field(1, ge=1, description="torch threads per worker")
     max_steps: int = Field(100, ge=1, description="RL steps (rollout + update + sync)")
-    lr: float = Field(1e-4, gt=0, le=1, description="policy learning rate (AdamW, constant)")
+    lr: float = Field(1e-4, gt=0, le=1, description="policy learning rate (AdamW)")
     warmup_steps: int = Field(0, ge=0, description="linear warmup steps")
+    schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="lr after warmup: constant, or cosine decay to min_lr_ratio * lr"
+    )
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="cosine floor as a share of lr")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, ge=0, description="max grad norm (0 = off)")
     log_every: int = Field(1, ge=1, description="steps between metric logs")
@@ -145,6 +226,11 @@ class RLConfig(PipelineConfig):
             "learner": {"max_steps": 3, "eval_every": 2, "checkpoint_every": 2},
             "eval": {"n_val": 4, "n_test": 4, "samples": 2, "samples_per_prompt": 2},
         },
+        # `make demo`: the default setting, 20 steps with an eval every 5 (a rising curve)
+        "demo": {
+            "learner": {"max_steps": 20, "eval_every": 5, "checkpoint_every": 20},
+            "eval": {"splits": ["test"], "n_test": 128, "samples_per_prompt": 4},
+        },
     }  # fmt: skip
 
     task: str = Field("arithmetic_mix", description="synthetic task with an exact verifier")
@@ -156,9 +242,13 @@ class RLConfig(PipelineConfig):
     loss: LossConfig = Field(default_factory=LossConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    data: DataConfig = Field(
+        default_factory=DataConfig,
+        description="your own prompt file and verifier (unset: `task`'s prompts)",
+    )
     rewards: list[RewardSpec] = Field(
         default_factory=list,
-        description="weighted reward components (empty: the task's verifier, weight 1)",
+        description="weighted reward components (empty: the verifier, weight 1)",
     )
     shuffle_rewards: bool = Field(
         False,
@@ -167,11 +257,13 @@ class RLConfig(PipelineConfig):
     )
 
     def reward_specs(self) -> list[RewardSpec]:
-        """The configured rewards; a verifier without a `task` kwarg scores this run's task."""
+        """The configured rewards; a verifier without a `task` or `verifier` kwarg scores
+        with this run's prompts: the prompt file's `data.verifier`, else the task's."""
+        own = {"verifier": self.data.verifier} if self.data.prompts else {"task": self.task}
         specs = self.rewards or [RewardSpec(name="verifier")]
         return [
-            s.model_copy(update={"kwargs": {"task": self.task, **s.kwargs}})
-            if s.name == "verifier"
+            s.model_copy(update={"kwargs": {**own, **s.kwargs}})
+            if s.name == "verifier" and not {"task", "verifier"} & set(s.kwargs)
             else s
             for s in specs
         ]
@@ -223,6 +315,9 @@ class CriticConfig(Config):
         default_factory=lambda: DecoderSpec(d_model=32, n_layer=2, n_head=2, max_seq_len=128),
         description="critic backbone size (smaller than the policy: asymmetric)",
     )
+    symmetric: bool = Field(
+        False, description="the backbone takes the policy's size instead (`model` is unused)"
+    )
     path: str | None = Field(None, description="HF folder of a critic backbone to start from")
     pretrained: bool = Field(True, description="SFT the backbone on the traces (else random)")
     lr: float = Field(1e-3, gt=0, le=1, description="critic learning rate (AdamW)")
@@ -244,8 +339,7 @@ class CriticConfig(Config):
 class PPOConfig(RLConfig):
     """PPO: one (small) critic, GAE advantages."""
 
-    presets = {
-        **RLConfig.presets,
+    presets = {  # no `demo`: grpo's shows learning in `make demo`, the benches the rest
         "smoke": {
             **RLConfig.presets["smoke"],
             "critic": {"model": {"d_model": 16, "n_layer": 1, "n_head": 2}},

@@ -3,7 +3,8 @@
 The driver (a `kind="job"` pipeline) builds or finds the base policy and critic backbones,
 starts the rollout-engine actors and the critic actors, and hands their handles to a
 `TorchTrainer` whose workers run `learner.rl_loop`. A method only supplies its `estimate`
-function (rewards + critic values -> advantages, masks, critic targets).
+function (rewards + critic values -> advantages, masks, critic targets). A run on a prompt
+file first writes its rejects (`rejects.jsonl`) and puts the line counts in its summary.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rayworks.pipelines.rl.base import base_models, base_summary
 from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.critic import make_critics
 from rayworks.pipelines.rl.learner import EstimateFn, rl_loop
+from rayworks.pipelines.rl.prompts import record_prompt_files
 from rayworks.pipelines.rl.rollout import make_engine_group
 from rayworks.platform.context import RunContext
 from rayworks.platform.trainer import fit_metrics, torch_trainer
@@ -43,6 +45,8 @@ def run_rl(
     import ray
 
     check_fits(cfg)
+    # a prompt file's rejects and counts, written before any model is built or actor starts
+    prompts = record_prompt_files(cfg, ctx.run_dir) if cfg.data.prompts else {}
     if models is None:
         policy_dir, critic_dir = base_models(cfg, ctx.cache_root)
         summary = base_summary(policy_dir)
@@ -50,9 +54,11 @@ def run_rl(
     else:
         policy_dir, critic_dir, base = models
     ro = cfg.rollout
+    chat = getattr(cfg.policy, "chat_template", True)  # a VLM policy's config has no such key
     engines = make_engine_group(
-        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, **ro.engine_kwargs()
-    )
+        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, chat_template=chat,
+        **ro.engine_kwargs(),
+    )  # fmt: skip
     critic_cfg, critics = cfg.critic_config(), []
     if critic_cfg is not None and critic_dir is not None:
         critics = make_critics(
@@ -74,4 +80,4 @@ def run_rl(
     finally:
         for actor in engines + critics:
             ray.kill(actor, no_restart=True)
-    return {**metrics, **base}
+    return {**metrics, **base, **prompts}

@@ -19,6 +19,7 @@ them and rolls the engines back to the checkpoint's weights and version.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,7 @@ from rayworks.pipelines.rl.rollout import (
 from rayworks.platform.context import RunContext
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
+GAINS = ("accuracy", "sampled_accuracy", "pass_at_k")  # summary keys with a `_gain`
 SUMMARY_SKIP = {"step", "time", "lr", "step_s", "gen_s", "sync_s", "gen_tokens_per_s"}
 
 
@@ -69,8 +71,16 @@ def broadcast(obj: Any, d: Dist) -> Any:
 
 
 def lr_at(step: int, cfg: RLConfig) -> float:
-    warm = cfg.learner.warmup_steps
-    return cfg.learner.lr * min(1.0, (step + 1) / warm) if warm else cfg.learner.lr
+    """Linear warmup over `warmup_steps`, then constant or cosine decay to
+    `min_lr_ratio * lr` at `max_steps`."""
+    t = cfg.learner
+    if step < t.warmup_steps:
+        return t.lr * (step + 1) / t.warmup_steps
+    if t.schedule == "constant":
+        return t.lr
+    progress = (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps)
+    floor = t.lr * t.min_lr_ratio
+    return floor + (t.lr - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 class StepDriver:
@@ -388,6 +398,10 @@ def summarize(
         for split in driver.cfg.eval.splits:
             best = [r[f"{split}_accuracy"] for r in evals if f"{split}_accuracy" in r]
             final[f"best_{split}_accuracy"] = max(best, default=float("nan"))
+            for metric in GAINS:  # the change from the base policy, paired within the run
+                key = f"{split}_{metric}"
+                if key in final:
+                    final[f"{key}_gain"] = final[key] - final[f"base_{key}"]
         for key in dict.fromkeys(k for r in tail for k in r if k not in SUMMARY_SKIP):
             values = [r[key] for r in tail if isinstance(r.get(key), int | float)]
             if values:  # means over the last fifth of training

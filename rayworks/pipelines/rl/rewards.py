@@ -11,7 +11,6 @@ a silent 0.0 would look like a policy that stopped learning.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
@@ -25,7 +24,9 @@ from pydantic import Field
 
 from rayworks.data.tasks import Example, get_task
 from rayworks.errors import ConfigError, RayworksError, UnknownNameError
+from rayworks.pipelines.rl.verifiers import get_verifier
 from rayworks.platform.config import Config
+from rayworks.platform.plugins import import_callable
 
 RewardFn = Callable[[Example, str], float]  # (example, completion) -> score
 REWARDS: dict[str, Callable[..., RewardFn]] = {}
@@ -55,9 +56,15 @@ def has_format(example: Example, completion: str) -> float:
 
 
 @register_reward("verifier")
-def verifier_reward(task: str) -> RewardFn:
-    """The task's exact verifier: 1.0 iff the final answer is right."""
-    return get_task(task).verify
+def verifier_reward(task: str | None = None, verifier: str | None = None) -> RewardFn:
+    """A task's exact verifier (`task`), or a prompt file's (`verifier`: exact, numeric,
+    countdown or module:function; rl/verifiers.py): 1.0 iff the final answer is right."""
+    if (task is None) == (verifier is None):
+        raise ConfigError(
+            f"the verifier reward takes exactly one of task= or verifier=, got task={task!r}, "
+            f"verifier={verifier!r}."
+        )
+    return get_task(task).verify if task is not None else get_verifier(verifier, "verifier")
 
 
 @register_reward("task_metric")
@@ -79,14 +86,7 @@ def format_reward() -> RewardFn:
 @register_reward("python")
 def python_reward(target: str) -> RewardFn:
     """Any importable callable `(example, completion) -> float`, named "module:attribute"."""
-    module, _, attr = target.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ConfigError(f"python reward {target!r} cannot be imported: {err}") from err
-    if not callable(fn):
-        raise ConfigError(f"python reward {target!r} is not callable.")
-    return fn
+    return import_callable(target, "python reward target")
 
 
 # ------------------------------------------------------------------ remote scorer

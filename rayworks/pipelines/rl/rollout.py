@@ -21,6 +21,14 @@ Vision-language policies (a folder with an image processor, `models/vlm.py`) tak
 image per prompt: `generate(prompts, n, sampling, images)`. The engine puts the image
 token in front of each prompt, the processor expands it into one token per patch, and
 the first forward gets the pixel values; `prompt_ids` of a rollout hold the expanded ids.
+
+Chat templates: a text policy whose tokenizer has a chat template gets each prompt as one
+user turn of it, with the generation prompt (`encode_prompts`; off with
+`chat_template=False`, i.e. `policy.chat_template=false`). The template is applied here,
+in the engine, and nowhere else: examples, rewards, verifiers and sample logs keep the raw
+prompt, and the learner re-scores the rollout's `prompt_ids`, the very ids generated from.
+The templated text is tokenized without adding special tokens, so a template that writes
+its BOS gets exactly one.
 """
 
 from __future__ import annotations
@@ -124,12 +132,30 @@ def check_version(current: int, offered: int) -> None:
         )
 
 
-def encode_prompts(tok: Any, prompts: list[str], context: int, max_new: int) -> list[list[int]]:
-    """Token ids per prompt (BOS alone for an empty prompt); error if it cannot fit."""
+def uses_chat_template(tok: Any, wanted: bool) -> bool:
+    """Whether prompts are wrapped: asked for (`policy.chat_template`) and the tokenizer has
+    a template."""
+    return wanted and bool(getattr(tok, "chat_template", None))
+
+
+def encode_prompts(
+    tok: Any, prompts: list[str], context: int, max_new: int, chat: bool = False
+) -> list[list[int]]:
+    """Token ids per prompt (BOS alone for an empty prompt); error if it cannot fit.
+
+    `chat`: each prompt becomes one user turn of the tokenizer's chat template, with the
+    generation prompt, tokenized without adding special tokens: the template writes its
+    own (a BOS added again would be doubled), as `apply_chat_template(tokenize=True)` does.
+    """
     rows = []
     for prompt in prompts:
-        ids = tok(prompt).input_ids or [tok.bos_token_id]
-        if ids[0] is None:
+        if chat:
+            turn = [{"role": "user", "content": prompt}]
+            text = tok.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
+            ids = tok(text, add_special_tokens=False).input_ids
+        else:
+            ids = tok(prompt).input_ids or [tok.bos_token_id]
+        if not ids or ids[0] is None:
             raise RayworksError(f"prompt {len(rows)} is empty and the tokenizer has no BOS token.")
         rows.append(ids)
     return check_fits_context(rows, context, max_new)
@@ -149,12 +175,16 @@ def check_fits_context(rows: list[list[int]], context: int, max_new: int) -> lis
 class HFEngine:
     """A transformers causal LM sampled by a batched KV-cache loop (CPU by default)."""
 
-    def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 1) -> None:
+    def __init__(
+        self, model_dir: str | Path, device: str = "cpu", threads: int = 1,
+        chat_template: bool = True,
+    ) -> None:  # fmt: skip
         torch.set_num_threads(threads)  # two torch threads on busy cores stall (NOTES)
         self.device = torch.device(device)
         self.model = load_causal_lm(model_dir).to(self.device).eval()
         self.processor = load_processor(model_dir)  # None for a text-only policy
         self.tok = self.processor.tokenizer if self.processor else load_tokenizer(model_dir)
+        self.chat = self.processor is None and uses_chat_template(self.tok, chat_template)
         config = self.model.config
         text_config = getattr(config, "text_config", None) or config
         self.context = int(getattr(text_config, "max_position_embeddings", 2048))
@@ -199,7 +229,7 @@ class HFEngine:
                 "pass one image per prompt to a VLM and none to a text model."
             )
         if images is None:
-            return encode_prompts(self.tok, prompts, self.context, max_new), None
+            return encode_prompts(self.tok, prompts, self.context, max_new, self.chat), None
         rows, pixels = encode_multimodal(self.processor, prompts, images)
         return check_fits_context(rows, self.context, max_new), pixels
 

@@ -12,7 +12,8 @@ registry (and CPU CI) works without it. Written against vLLM's documented offlin
   temperature scaling, the policy the `hf` engine and the learner score (rollout.py); vLLM
   also applies the top-p mask there, so at top_p < 1 its logprobs are the nucleus's
   renormalised ones while the learner's are not (keep top_p = 1 for exact ratios).
-- Prompts go in as token ids encoded by our tokenizer, so both engines see the same ids.
+- Prompts go in as token ids encoded by our tokenizer (chat template included, as in the
+  `hf` engine), so both engines see the same ids.
   A vision-language policy's prompts go in as `<image>` + text with the image in
   `multi_modal_data`; vLLM's LLaVA processor expands the image token, and each output's
   `prompt_token_ids` (the expanded ids) become the rollout's prompt ids.
@@ -41,6 +42,7 @@ from rayworks.pipelines.rl.rollout import (
     check_version,
     encode_prompts,
     register_engine,
+    uses_chat_template,
 )
 
 EXTENSION = f"{__name__}.WeightLoaderExtension"
@@ -74,6 +76,7 @@ class VLLMEngine:
         model_dir: str | Path,
         dtype: str = "bfloat16",
         gpu_memory_utilization: float = 0.5,
+        chat_template: bool = True,
         **llm_kwargs: Any,
     ) -> None:
         vllm = import_vllm()
@@ -88,6 +91,7 @@ class VLLMEngine:
             **llm_kwargs,
         )
         self.tok = load_tokenizer(model_dir)
+        self.chat = uses_chat_template(self.tok, chat_template)  # as the hf engine (rollout.py)
         self.context = int(self.llm.llm_engine.model_config.max_model_len)
         self.version = 0
         self._lock = threading.Lock()
@@ -110,7 +114,7 @@ class VLLMEngine:
         """Token prompts; a VLM's are text with the image token plus the image, which vLLM's
         own LLaVA processor expands (the expanded ids come back in each output)."""
         if images is None:
-            encoded = encode_prompts(self.tok, prompts, self.context, max_new)
+            encoded = encode_prompts(self.tok, prompts, self.context, max_new, self.chat)
             return [{"prompt_token_ids": ids} for ids in encoded]
         from PIL import Image
 

@@ -24,7 +24,9 @@ from rayworks.platform.config import Config
 
 class VLMPolicyConfig(Config):
     model: VLMSpec = Field(default_factory=VLMSpec, description="size of the LLaVA policy")
-    path: str | None = Field(None, description="HF folder of a VLM policy (with its processor)")
+    init_from: str | None = Field(
+        None, description="HF folder (or run dir) of a VLM policy (with its processor)"
+    )
     sft: SFTConfig = Field(
         default_factory=lambda: SFTConfig(steps=1200, n_train=8000, lr=2e-3, n_test=200),
         description="supervised fine-tuning on the task's traces before RL",
@@ -142,6 +144,11 @@ class TrustGRPOConfig(RLConfig):
             raise ValueError(
                 "trust_grpo builds its rewards from `thinking.outcome` and `trm`; "
                 "leave `rewards` empty"
+            )
+        if self.data.prompts:
+            raise ValueError(
+                f"data.prompts={self.data.prompts!r}: trust_grpo trains on the image task's "
+                "scenes (`task`), not on a text prompt file; leave data.prompts unset"
             )
         return self
 

@@ -28,10 +28,10 @@ mu_w = 0 <= mu_c, so gamma = 1 always: trust only acts with partial-credit outco
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 
+from rayworks.models import resolve_model_dir
 from rayworks.pipelines.rl.algo import ADVANTAGES, masked_mean
 from rayworks.pipelines.rl.batch import Estimate, RolloutBatch
 from rayworks.pipelines.rl.driver import run_rl
@@ -112,8 +112,8 @@ def estimate(cfg: TrustGRPOConfig, batch: RolloutBatch, values: None, step: int)
 def run_trust(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
     """Build (or find) the SFT'd VLM and the TRM, then run the RL learner with `estimate`."""
     max_new = cfg.rollout.sampling.max_new_tokens
-    if cfg.policy.path:
-        policy = Path(cfg.policy.path)
+    if cfg.policy.init_from:
+        policy = resolve_model_dir(cfg.policy.init_from)
     else:
         policy = vlm_policy(ctx.cache_root, cfg.task, cfg.policy.model, cfg.policy.sft, max_new)
     trm = trm_model(ctx.cache_root, policy, cfg.task, cfg.trm)

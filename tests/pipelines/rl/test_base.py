@@ -15,7 +15,9 @@ from rayworks.platform.config import build_config
 def test_given_policy_and_random_critic_backbone_are_built_once(tmp_path: Path, tiny_lm):
     policy = tiny_lm(d_model=16, n_layer=1)
     tok = load_tokenizer(policy)
-    cfg = build_config(PPOConfig, "smoke", (), [f"policy.path={policy}", "critic.pretrained=false"])
+    cfg = build_config(
+        PPOConfig, "smoke", (), [f"policy.init_from={policy}", "critic.pretrained=false"]
+    )
     got_policy, critic = base_models(cfg, tmp_path / "cache")
     assert got_policy == policy
     assert load_tokenizer(critic).get_vocab() == tok.get_vocab()  # token ids line up
@@ -33,3 +35,16 @@ def test_sft_config_trains_on_completions_and_keys_follow_the_config():
     other = sft_config("countdown", small, SFTConfig(steps=11), max_new_tokens=40)
     assert cache_key("policy", cfg) != cache_key("policy", other)
     assert cache_key("policy", cfg) == cache_key("policy", cfg.model_copy())
+
+
+def test_a_symmetric_critic_is_built_at_the_policys_size(tmp_path, monkeypatch):
+    from rayworks.pipelines.rl import base
+    from rayworks.pipelines.rl.config import PPOConfig
+    from rayworks.platform.config import build_config
+
+    built = []
+    monkeypatch.setattr(base, "build_base", lambda cache, name, cfg, **kw: built.append(
+        (name, cfg.model)) or tmp_path / name)  # fmt: skip
+    cfg = build_config(PPOConfig, "smoke", (), ["critic.symmetric=true"])
+    base.base_models(cfg, tmp_path)
+    assert dict(built)["critic"] == cfg.policy.model != cfg.critic.model

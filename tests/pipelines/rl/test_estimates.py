@@ -102,3 +102,18 @@ def test_identical_critics_have_zero_sigma_and_undefined_correlation():
     one = torch.rand(1, 8, 6)
     est = asyppo.estimate(cfg, batch, torch.cat([one, one]), 0)
     assert est.stats["mean_sigma"] == 0.0 and math.isnan(est.stats["sigma_err_corr"])
+
+
+def test_asyppo_symmetric_ppo_arm_is_ppo_with_a_policy_sized_critic():
+    overrides = asyppo.SYMMETRIC_PPO
+    cfg = config(AsyPPOConfig, *overrides)
+    assert cfg.critic.n_critics == 1 and cfg.critic.symmetric
+    batch = batch_of([1, 0, 0, 1, 1, 1, 0, 0], [6, 5, 4, 6, 3, 6, 6, 2])
+    values = torch.rand(1, 8, 6) * batch.response_mask
+    sym = asyppo.estimate(cfg, batch, values, 0)
+    ref = ppo.estimate(config(PPOConfig), batch, values, 0)
+    torch.testing.assert_close(sym.advantages, ref.advantages)
+    torch.testing.assert_close(sym.returns, ref.returns)
+    assert sym.critic_rows == ref.critic_rows
+    assert torch.equal(sym.adv_mask, batch.response_mask)  # no mask, no filter: plain PPO
+    assert torch.equal(sym.entropy_mask, batch.response_mask)

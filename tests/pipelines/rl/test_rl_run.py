@@ -56,8 +56,13 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
-    for key in ("test_accuracy", "base_test_accuracy", "reward", "entropy", "kl"):
+    held_out = ("sampled_accuracy", "pass_at_k", "informative", "response_len", "entropy",
+                "kl_base")  # fmt: skip
+    for key in ("test_accuracy", "base_test_accuracy", "reward", "entropy", "kl",
+                "informative_groups", *(f"{s}_{k}" for s in ("val", "test") for k in held_out),
+                "test_accuracy_gain", "test_sampled_accuracy_gain"):  # fmt: skip
         assert isinstance(summary[key], float), key
+    assert summary["base_test_kl_base"] == 0.0  # step 0: the policy is the base
     records = _metrics(run_dir)
     assert [r["step"] for r in records if "reward" in r] == [1, 2, 3]
     assert [r["step"] for r in records if "test_accuracy" in r] == [0, 2, 3]
@@ -66,7 +71,7 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     assert [p.name for p in samples] == ["step_000000.jsonl", "step_000002.jsonl",
                                          "step_000003.jsonl"]  # fmt: skip
     rows = [json.loads(line) for line in samples[-1].read_text().splitlines()]
-    assert {r["split"] for r in rows} == {"test", "train"}
+    assert {r["split"] for r in rows} == {"val", "test", "train"}
     load_causal_lm(run_dir / "artifacts" / "model")  # HF format, loads with transformers
 
 

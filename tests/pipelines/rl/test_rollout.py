@@ -35,18 +35,20 @@ def engine(model_dir: Path) -> HFEngine:
     return HFEngine(model_dir)
 
 
-def teacher_forced(model, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:
-    """log pi(o_t | s_t) from one forward over prompt + completion (no cache, no padding)."""
+def teacher_forced(
+    model, prompt_ids: list[int], completion_ids: list[int], temperature: float = 1.0
+) -> torch.Tensor:
+    """log pi_T(o_t | s_t) from one forward over prompt + completion (no cache, no padding)."""
     ids = torch.tensor([prompt_ids + completion_ids])
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float() / temperature
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion_ids)[:, None])[:, 0]
 
 
-def assert_logprobs_exact(model, rollouts) -> None:
+def assert_logprobs_exact(model, rollouts, temperature: float = 1.0) -> None:
     for r in rollouts:
         assert len(r.logprobs) == len(r.completion_ids) > 0
-        want = teacher_forced(model, r.prompt_ids, r.completion_ids)
+        want = teacher_forced(model, r.prompt_ids, r.completion_ids, temperature)
         torch.testing.assert_close(torch.tensor(r.logprobs), want, atol=1e-4, rtol=0)
 
 
@@ -55,7 +57,21 @@ def test_logprobs_match_teacher_forcing_across_padded_batch(engine, temperature,
     sampling = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=12, seed=1)
     rollouts = engine.generate(PROMPTS, 3, sampling)
     assert len({len(r.prompt_ids) for r in rollouts}) == len(PROMPTS)
-    assert_logprobs_exact(engine.model, rollouts)  # untempered policy logprobs, any sampling
+    # the sampling policy's logprobs: logits / temperature (raw logits for greedy), no top-p
+    assert_logprobs_exact(engine.model, rollouts, temperature or 1.0)
+
+
+def test_tempered_logprobs_are_not_the_raw_ones(engine):
+    rollouts = engine.generate(
+        PROMPTS, 3, SamplingConfig(temperature=0.7, max_new_tokens=12, seed=1)
+    )
+    gaps = [
+        (torch.tensor(r.logprobs) - teacher_forced(engine.model, r.prompt_ids, r.completion_ids))
+        .abs()
+        .max()
+        for r in rollouts
+    ]
+    assert max(gaps) > 1e-2  # the check above would catch raw logprobs at temperature 0.7
 
 
 def test_rollouts_grouped_per_prompt_and_bounded(engine):
