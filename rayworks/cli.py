@@ -163,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="bench only these registered ablations (repeatable; default: all of them)",
     )
+    p.add_argument(
+        "--no-baselines",
+        dest="baselines",
+        action="store_false",
+        help="leave the baseline arms out (the method against its ablations only)",
+    )
     _add_address(p)
     _add_runs_dir(p)
 
@@ -396,6 +402,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
         ablations=args.only_ablations if args.ablations and args.only_ablations else args.ablations,
+        baselines=args.baselines,
     )  # fmt: skip
     console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")

@@ -112,9 +112,12 @@ class Outcome:
     metrics_path: Path
 
 
-def plan_arms(name: str, ablations: bool | Sequence[str] = True) -> list[Arm]:
-    """The method, its baselines, then one arm per registered ablation (`ablations=True`),
-    none (False) or those named (a list of labels, in registration order)."""
+def plan_arms(
+    name: str, ablations: bool | Sequence[str] = True, baselines: bool = True
+) -> list[Arm]:
+    """The method, its baselines (unless `baselines=False`), then one arm per registered
+    ablation (`ablations=True`), none (False) or those named (a list of labels, in
+    registration order)."""
     spec = get_pipeline(name)
     if not spec.baselines and not spec.ablations:
         raise ConfigError(f"pipeline {name!r} declares no baseline or ablation to bench against.")
@@ -129,7 +132,10 @@ def plan_arms(name: str, ablations: bool | Sequence[str] = True) -> list[Arm]:
         label for label in spec.ablations
         if ablations is True or (not isinstance(ablations, bool) and label in ablations)
     ]  # fmt: skip
-    arms = [Arm(name, "method", name)] + [Arm(b, "baseline", b) for b in spec.baselines]
+    arms = [Arm(name, "method", name)]
+    arms += [Arm(b, "baseline", b) for b in spec.baselines] if baselines else []
+    if len(arms) == 1 and not chosen:
+        raise ConfigError(f"bench {name!r}: no baseline and no ablation arm left to compare.")
     return arms + [
         Arm(f"{name}[{label}]", "ablation", name, spec.ablations[label], label) for label in chosen
     ]
@@ -210,9 +216,10 @@ def bench(
     command: str | None = None,
     console: Console | None = None,
     ablations: bool | Sequence[str] = True,
+    baselines: bool = True,
 ) -> BenchResult:
     """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations)."""
-    arms = plan_arms(name, ablations)
+    arms = plan_arms(name, ablations, baselines)
     plan = plan_runs(arms, seeds, preset, overrides)
     spec = get_pipeline(name)
 

@@ -302,6 +302,14 @@ def test_chosen_ablations_keep_registration_order_and_unknown_ones_are_named(toy
         bench.plan_arms("toymethod", ablations=["nope"])
 
 
+def test_no_baselines_leaves_the_method_and_its_ablations(toy_registry):
+    arms = bench.plan_arms("toymethod", ablations=["no-clip"], baselines=False)
+    assert [(a.name, a.role) for a in arms] == [("toymethod", "method"),
+                                                ("toymethod[no-clip]", "ablation")]  # fmt: skip
+    with pytest.raises(ConfigError, match="no baseline and no ablation arm left"):
+        bench.plan_arms("toymethod", ablations=False, baselines=False)
+
+
 def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
     registry.pipeline("curvy", config=ToyConfig, baseline="toybase", headline=("acc", "max"),
                       curves=("reward/hack", "never_logged"))(lambda cfg, ctx: {})  # fmt: skip
