@@ -239,17 +239,19 @@ def summarize_outcomes(
     keys = (key, *spec.report)
     found: dict[str, dict[str, list[float]]] = {a.name: {k: [] for k in keys} for a in arms}
     paths: dict[str, list[Path]] = {a.name: [] for a in arms}
+    seeds: dict[str, list[int]] = {a.name: [] for a in arms}
     for o in outcomes:
         if o.summary is None:
             continue
         for k in keys:
             found[o.arm][k].append(_number(o.summary.get(k)))
         paths[o.arm].append(o.metrics_path)
+        seeds[o.arm].append(o.seed)
     failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
     data = summarize(
         spec.name, key, mode, [(a.name, a.role) for a in arms],
         {arm: by_key[key] for arm, by_key in found.items()}, command, failures,
-        report=spec.report, secondary=found, curves=curves(key, paths),
+        report=spec.report, secondary=found, curves=curves(key, paths), seeds=seeds,
     )  # fmt: skip
     data["extra_curves"] = {k: curves(k, paths) for k in spec.curves}
     return data
@@ -279,20 +281,28 @@ def summarize(
     values: Mapping[str, list[float]], command: str, failures: list[str], *,
     report: Sequence[str] = (), secondary: Mapping[str, Mapping[str, list[float]]] | None = None,
     curves: Mapping[str, Mapping[str, Stat]] | None = None,
+    seeds: Mapping[str, list[int]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """bench.json's content: per-arm headline and `report` statistics, ratio and curves.
 
     `arms` is (name, role) in table order, the method first; `secondary[arm][k]` holds the
     per-seed values of report key `k` (absent: none); `curves` (see `curves()`) is stored
-    in the same arm order.
+    in the same arm order. `seeds[arm]` names the seed of each of `values[arm]`; with it,
+    every other arm gets `paired`: its headline minus the method's, seed by seed, over the
+    seeds both completed (the interval of a difference the shared seeds make tighter).
     """
     rows = []
+    method = arms[0][0] if arms else None
     for arm, role in arms:
         extra = (secondary or {}).get(arm, {})
         rows.append(
             {"name": arm, "role": role, **stat(list(values[arm])),
              "secondary": {k: stat(list(extra.get(k, []))) for k in report}}
         )  # fmt: skip
+        if seeds is not None and arm != method:
+            mine = dict(zip(seeds[arm], values[arm], strict=True))
+            theirs = dict(zip(seeds[method], values[method], strict=True))
+            rows[-1]["paired"] = stat([mine[s] - theirs[s] for s in sorted(mine) if s in theirs])
     base = next((r for r in rows if r["role"] == "baseline"), None)
     ratio = rows[0]["mean"] / base["mean"] if base and base["mean"] not in (0, None) else None
     return {"pipeline": name, "headline": [key, mode], "report": list(report),
@@ -359,6 +369,8 @@ def to_markdown(data: dict[str, Any]) -> str:
     key, mode = data["headline"]
     report = data.get("report", [])
     head = ["arm", "role", f"{key} ({mode}) mean", "95% CI", "seeds", "ratio to baseline"]
+    paired = any("paired" in r for r in data["arms"])
+    head += [f"{key} - {data['arms'][0]['name']}, paired [95% CI]"] if paired else []
     head += [f"{k} mean [95% CI]" for k in report]
     lines = [f"`{data['command']}`", "", _md_row(head), _md_row(["---"] * len(head))]
     base_means = {r["name"]: r["mean"] for r in data["arms"] if r["role"] == "baseline"}
@@ -366,6 +378,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         lo, hi = row["ci95"]
         cells = [row["name"], row["role"], _fmt(row["mean"]), f"[{_fmt(lo)}, {_fmt(hi)}]",
                  str(len(row["values"])), _ratios(row, base_means)]  # fmt: skip
+        cells += [_ci(row["paired"]) if "paired" in row else "-"] if paired else []
         cells += [_ci(row["secondary"][k]) for k in report]
         lines.append(_md_row(cells))
     lines += [f"\nfailed runs: {f}" for f in data["failures"]]

@@ -68,6 +68,19 @@ def test_markdown_starts_with_the_command_and_shows_the_ratio():
     assert "1.889 vs b" in md
 
 
+def test_paired_differences_match_seeds_not_completion_order():
+    data = bench.summarize(
+        "m", "acc", "max", [("m", "method"), ("b", "baseline")],
+        {"m": [0.8, 0.9, 0.7], "b": [0.55, 0.4, 0.5]}, "cmd", [],
+        seeds={"m": [0, 1, 2], "b": [1, 2, 0]},  # b's runs finished in another order
+    )  # fmt: skip
+    paired = data["arms"][1]["paired"]
+    assert paired["values"] == pytest.approx([0.5 - 0.8, 0.55 - 0.9, 0.4 - 0.7])
+    assert paired["ci95"][1] < 0  # b is lower in every seed by about the same amount
+    assert "paired" not in data["arms"][0]
+    assert "acc - m, paired [95% CI]" in bench.to_markdown(data)
+
+
 def test_pipeline_without_baseline_is_refused():
     with pytest.raises(ConfigError, match="declares no baseline or ablation"):
         bench.bench("lm_plain", seeds=1)
