@@ -123,7 +123,9 @@ def run_trust(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
 
 
 REPORT = ("base_test_accuracy", "test_step_correct", "test_hack", "reward/hack", "gamma_mean",
-          "gamma_lt1_frac", "eff_weight", "reward/thinking", "trm_corr")  # fmt: skip
+          "gamma_lt1_frac", "eff_weight", "reward/thinking", "trm_corr",
+          "test_sampled_accuracy", "test_pass_at_k", "test_kl_base", "test_entropy",
+          "test_response_len")  # fmt: skip
 CURVES = ("reward/hack", "reward/steps", "reward/outcome", "test_step_correct", "gamma_mean",
           "eff_weight")  # fmt: skip
 VARIANTS = {
