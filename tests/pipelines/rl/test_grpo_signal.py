@@ -113,3 +113,19 @@ def test_the_shuffled_control_is_a_grpo_arm():
     spec = get_pipeline("grpo")
     assert spec.ablations["shuffled"] == ("shuffle_rewards=true",)
     assert build_config(RLConfig, "smoke", (), list(spec.ablations["shuffled"])).shuffle_rewards
+
+
+def test_rl_prompts_are_disjoint_from_the_sft_data_and_from_val_and_test():
+    from rayworks.data.tasks import get_task
+    from rayworks.pipelines.rl.prompts import prompt_set
+
+    cfg = build_config(RLConfig, None, (), ["policy.sft.n_train=3000", "eval.n_val=64",
+                                            "eval.n_test=64"])  # fmt: skip
+    data = prompt_set(cfg)
+    sft = {e.prompt for e in get_task(cfg.task).examples(3000, "train", cfg.policy.sft.seed)}
+    train = {e.prompt for e in data.train}
+    assert len(train) > 1000 and not train & sft  # RL never trains on an SFT prompt
+    val, test = {e.prompt for e in data.val}, {e.prompt for e in data.test}
+    assert len(val) == 64 and len(test) == 64
+    assert not (train & val or train & test or val & test)
+    assert {2, 3, 4} <= {e.difficulty for e in data.train}  # multi-digit items all stay
