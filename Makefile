@@ -48,6 +48,7 @@ bench: setup
 	$(BIN)/pip install -e ".[dev,bench]"
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/lm_train.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/rl_step.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/rl_learning.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
