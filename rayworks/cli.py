@@ -78,7 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=DIST:ARGS",
         help="e.g. train.lr=loguniform:1e-4:1e-2",
     )
-    p.add_argument("--samples", type=int, default=4, help="trials to sample")
+    p.add_argument(
+        "--samples", type=int, default=None,
+        help="draws of the search space (Tune's num_samples; a grid repeats that often); "
+        "default 1 when every --param is a grid, else 4",
+    )  # fmt: skip
     p.add_argument("--metric", help="metric to optimise (default: the pipeline's headline)")
     p.add_argument("--mode", choices=["min", "max"], help="default: the headline's mode")
     p.add_argument("--scheduler", choices=["fifo", "asha"], default="fifo")

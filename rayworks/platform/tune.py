@@ -96,13 +96,19 @@ def _trial(config: dict[str, Any], name: str, base: dict[str, Any], trials_dir: 
     run_and_record(spec, cfg, RunContext.create(name, cfg, trials_dir).worker("tune"))
 
 
+def default_samples(params: list[ParamSpec]) -> int:
+    """Draws of the space when not given: 1 for an all-grid space (else every grid point
+    would run 4 times), 4 when anything is sampled."""
+    return 1 if all(p.dist == "grid" for p in params) else 4
+
+
 def sweep(
     name: str,
     params: list[str],
     preset: str | None = None,
     files: list[str] | tuple[str, ...] = (),
     overrides: list[str] | tuple[str, ...] = (),
-    samples: int = 4,
+    samples: int | None = None,
     metric: str | None = None,
     mode: str | None = None,
     scheduler: str = "fifo",
@@ -111,7 +117,11 @@ def sweep(
     address: str | None = None,
     console: Console | None = None,
 ) -> Path:
-    """Run the search; return the sweep directory (trials.md / trials.csv / trials/)."""
+    """Run the search; return the sweep directory (trials.md / trials.csv / trials/).
+
+    `samples` is Tune's num_samples: how often the whole space is drawn (a grid is repeated
+    that many times). Unset, it is 1 when every parameter is a grid (each point once) and
+    4 otherwise."""
     spec = get_pipeline(name)
     if not params:
         raise ConfigError("sweep needs at least one --param KEY=DIST:ARGS.")
@@ -119,6 +129,7 @@ def sweep(
     base = base_cfg.model_dump(mode="json")
     parsed = [parse_param(p) for p in params]
     check_params(spec.config, base, parsed)
+    samples = default_samples(parsed) if samples is None else samples
     metric = metric or spec.headline[0]
     mode = mode or spec.headline[1]
 

@@ -11,6 +11,12 @@ from rayworks.pipelines.lm.config import LMConfig
 from rayworks.platform import tune
 
 
+def test_an_all_grid_space_runs_each_point_once_by_default():
+    grid = [tune.parse_param("learner.lr=grid:1e-4,3e-4"), tune.parse_param("seed=grid:0,1")]
+    assert tune.default_samples(grid) == 1
+    assert tune.default_samples([*grid, tune.parse_param("train.lr=loguniform:1e-4:1e-2")]) == 4
+
+
 def test_parse_param_forms():
     assert tune.parse_param("train.lr=loguniform:1e-4:1e-2") == tune.ParamSpec(
         "train.lr", "loguniform", (1e-4, 1e-2)
