@@ -11,11 +11,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from rayworks.errors import RayworksError
+from rayworks.errors import ConfigError, RayworksError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -172,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         dest="baselines",
         action="store_false",
         help="leave the baseline arms out (the method against its ablations only)",
+    )
+    p.add_argument(
+        "--collect",
+        metavar="BENCH_DIR",
+        help="run nothing: rewrite bench.md from the runs that finished in BENCH_DIR "
+        "(runs/bench/NAME/<id> of a bench that was stopped)",
     )
     _add_address(p)
     _add_runs_dir(p)
@@ -402,6 +409,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from rayworks.platform import bench
 
+    if args.collect:
+        if Path(args.collect).absolute().parent.name != args.pipeline:
+            raise ConfigError(
+                f"--collect {args.collect!r} is not a bench of {args.pipeline!r} "
+                f"(expected runs/bench/{args.pipeline}/<id>)"
+            )
+        result = bench.collect(args.collect)
+        console.print(result.markdown, markup=False)
+        console.print(f"written to {result.out_dir}")
+        return 0
     result = bench.bench(
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),

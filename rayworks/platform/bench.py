@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from rich.console import Console
 from rich.progress import Progress
 
@@ -229,6 +230,36 @@ def bench(
     data = summarize_outcomes(spec, arms, outcomes, command or f"rayworks bench {name}")
     markdown = write_outputs(out_dir, data)
     return BenchResult(out_dir, markdown, data)
+
+
+def collect(out_dir: str | Path) -> BenchResult:
+    """Re-summarize a bench from the runs that finished in `out_dir`; runs nothing.
+
+    For a bench stopped before its last run (a wall-clock limit, a lost node): the arms are
+    read off the layout the bench writes (`runs/NAME/`, `runs/<baseline>/`,
+    `runs/ablation/<label>/NAME/`), each run's seed off its config.yaml and its result off its
+    summary.json. Run directories without a summary.json are listed as failed ("did not
+    finish"); seeds never started are simply absent, so every arm's `n` says what it holds.
+    """
+    out_dir = Path(out_dir).absolute()
+    name, runs = out_dir.parent.name, out_dir / "runs"
+    if not runs.is_dir():
+        raise ConfigError(f"{str(out_dir)!r} is not a bench directory: it has no runs/ folder.")
+    spec = get_pipeline(name)
+    arms = [arm for arm in plan_arms(name) if (_runs_root(out_dir, arm) / arm.pipeline).is_dir()]
+    outcomes = []
+    for arm in arms:
+        root = _runs_root(out_dir, arm) / arm.pipeline
+        for run_dir in sorted(p for p in root.iterdir() if (p / "config.yaml").is_file()):
+            seed = int(yaml.safe_load((run_dir / "config.yaml").read_text())["seed"])
+            summary_path = run_dir / "summary.json"
+            summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+            error = None if summary is not None else "did not finish (no summary.json)"
+            outcomes.append(Outcome(arm.name, seed, summary, error, run_dir / "metrics.jsonl"))
+    outcomes.sort(key=lambda o: o.seed)
+    command = f"rayworks bench {name} --collect {out_dir}"
+    data = summarize_outcomes(spec, arms, outcomes, command)
+    return BenchResult(out_dir, write_outputs(out_dir, data), data)
 
 
 def summarize_outcomes(

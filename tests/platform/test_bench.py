@@ -355,3 +355,43 @@ def test_an_arm_whose_headline_is_undefined_still_gets_a_chart(tmp_path):
     out = tmp_path / "bench" / "m" / "20260101-000000-nan"
     bench.write_outputs(out, data)
     assert (out / "bench.png").read_bytes()[:8] == PNG_SIG
+
+
+def fake_run(arm_dir: Path, seed: int, summary: dict[str, Any] | None) -> None:
+    """A run directory as RunContext writes it: config.yaml, metrics.jsonl, summary.json."""
+    run_dir = arm_dir / f"run-{seed}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(f"seed: {seed}\nlr: 0.1\n")
+    write_metrics(run_dir / "metrics.jsonl", [{"step": t, "acc": 0.1 * t} for t in (1, 2)])
+    if summary is not None:
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+def test_collect_summarizes_a_stopped_bench_from_its_finished_runs(toy_registry, tmp_path):
+    out = tmp_path / "bench" / "toymethod" / "20260101-000000-abc123"
+    runs = out / "runs"
+    for seed, acc in ((0, 0.8), (1, 0.6)):
+        fake_run(runs / "toymethod", seed, {"acc": acc, "entropy": 1.0})
+        fake_run(runs / "toybase", seed, {"acc": acc - 0.2})
+        fake_run(runs / "ablation" / "no-clip" / "toymethod", seed, {"acc": acc - 0.1})
+    fake_run(runs / "toymethod", 2, None)  # stopped mid-run: listed, not counted
+    result = bench.collect(out)
+    arms = {a["name"]: a for a in result.data["arms"]}
+    assert list(arms) == ["toymethod", "toybase", "toymethod[no-clip]"]  # no-momentum never ran
+    assert arms["toymethod"]["values"] == [0.8, 0.6]
+    assert arms["toybase"]["paired"]["values"] == pytest.approx([-0.2, -0.2])
+    assert arms["toymethod[no-clip]"]["values"] == pytest.approx([0.7, 0.5])
+    assert result.data["failures"] == ["toymethod seed 2: did not finish (no summary.json)"]
+    assert result.data["curves"]["toymethod"]["2"]["mean"] == pytest.approx(0.2)
+    assert (out / "bench.md").read_text().startswith("`rayworks bench toymethod --collect ")
+    with pytest.raises(ConfigError, match="no runs/ folder"):
+        bench.collect(tmp_path)
+
+
+def test_cli_collect_refuses_a_bench_of_another_pipeline(toy_registry, tmp_path, capsys):
+    from rayworks.cli import main
+
+    out = tmp_path / "bench" / "toybase" / "x"
+    (out / "runs").mkdir(parents=True)
+    assert main(["bench", "toymethod", "--collect", str(out)]) != 0
+    assert "is not a bench of 'toymethod'" in capsys.readouterr().err
