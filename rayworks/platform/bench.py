@@ -22,8 +22,9 @@ the key at more than one step.
 
 Outputs (`runs/bench/NAME/<id>/`): `bench.md` (command line, table, failures, curve
 table), `bench.json`, `bench.png`, `curve.png` (when there are curves) and `runs/` with
-every run directory (ablation runs under `runs/ablation/<label>/`). `rayworks demo` benches
-every method with its smoke preset, runs every pipeline that has a `demo` preset (a short
+every run directory (ablation runs under `runs/ablation/<label>/`); `rayworks bench NAME
+--collect DIR` (`collect()`) rewrites them from the runs that finished when a bench was
+stopped. `rayworks demo` benches every method with its smoke preset, runs every pipeline that has a `demo` preset (a short
 run that shows learning, e.g. grpo's rising curve) once, and renders one HTML report.
 """
 
