@@ -24,8 +24,9 @@ Outputs (`runs/bench/NAME/<id>/`): `bench.md` (command line, table, failures, cu
 table), `bench.json`, `bench.png`, `curve.png` (when there are curves) and `runs/` with
 every run directory (ablation runs under `runs/ablation/<label>/`); `rayworks bench NAME
 --collect DIR` (`collect()`) rewrites them from the runs that finished when a bench was
-stopped. `rayworks demo` benches every method with its smoke preset, runs every pipeline that has a `demo` preset (a short
-run that shows learning, e.g. grpo's rising curve) once, and renders one HTML report.
+stopped. `rayworks demo` benches every method with its smoke preset, runs every pipeline
+that has a `demo` preset (a short run that shows learning, e.g. grpo's rising curve) once,
+and renders one HTML report.
 """
 
 from __future__ import annotations
@@ -38,13 +39,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from rich.console import Console
 from rich.progress import Progress
 
 from rayworks.errors import ConfigError
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import PipelineConfig, build_config
+from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
 from rayworks.platform.launch import run as launch_run
@@ -248,19 +248,32 @@ def collect(out_dir: str | Path) -> BenchResult:
         raise ConfigError(f"{str(out_dir)!r} is not a bench directory: it has no runs/ folder.")
     spec = get_pipeline(name)
     arms = [arm for arm in plan_arms(name) if (_runs_root(out_dir, arm) / arm.pipeline).is_dir()]
-    outcomes = []
-    for arm in arms:
-        root = _runs_root(out_dir, arm) / arm.pipeline
-        for run_dir in sorted(p for p in root.iterdir() if (p / "config.yaml").is_file()):
-            seed = int(yaml.safe_load((run_dir / "config.yaml").read_text())["seed"])
-            summary_path = run_dir / "summary.json"
-            summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
-            error = None if summary is not None else "did not finish (no summary.json)"
-            outcomes.append(Outcome(arm.name, seed, summary, error, run_dir / "metrics.jsonl"))
-    outcomes.sort(key=lambda o: o.seed)
+    outcomes = sorted(
+        (
+            _recorded_outcome(arm, run_dir)
+            for arm in arms
+            for run_dir in sorted((_runs_root(out_dir, arm) / arm.pipeline).iterdir())
+            if (run_dir / "config.yaml").is_file()
+        ),
+        key=lambda o: o.seed,
+    )
     command = f"rayworks bench {name} --collect {out_dir}"
     data = summarize_outcomes(spec, arms, outcomes, command)
     return BenchResult(out_dir, write_outputs(out_dir, data), data)
+
+
+def _recorded_outcome(arm: Arm, run_dir: Path) -> Outcome:
+    """A run directory's outcome as `execute` would have returned it (launch.finish writes
+    summary.json with `status` "failed" and the error for a run that raised)."""
+    seed, metrics = int(load_yaml_file(run_dir / "config.yaml")["seed"]), run_dir / "metrics.jsonl"
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text()) if path.is_file() else None
+    if summary is None:
+        return Outcome(arm.name, seed, None, "did not finish (no summary.json)", metrics)
+    if summary.get("status") == "failed":
+        error = (str(summary.get("error", "failed")).splitlines() or ["failed"])[0]
+        return Outcome(arm.name, seed, None, error, metrics)
+    return Outcome(arm.name, seed, summary, None, metrics)
 
 
 def summarize_outcomes(

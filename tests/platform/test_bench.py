@@ -395,3 +395,12 @@ def test_cli_collect_refuses_a_bench_of_another_pipeline(toy_registry, tmp_path,
     (out / "runs").mkdir(parents=True)
     assert main(["bench", "toymethod", "--collect", str(out)]) != 0
     assert "is not a bench of 'toymethod'" in capsys.readouterr().err
+
+
+def test_collect_counts_a_run_that_raised_as_failed(toy_registry, tmp_path):
+    out = tmp_path / "bench" / "toymethod" / "x"
+    fake_run(out / "runs" / "toymethod", 0, {"acc": 0.8})
+    fake_run(out / "runs" / "toybase", 0, {"error": "RuntimeError: boom\nmore", "status": "failed"})
+    data = bench.collect(out).data
+    assert data["failures"] == ["toybase seed 0: RuntimeError: boom"]
+    assert [a["values"] for a in data["arms"]] == [[0.8], []]
