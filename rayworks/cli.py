@@ -180,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run nothing: rewrite bench.md from the runs that finished in BENCH_DIR "
         "(runs/bench/NAME/<id> of a bench that was stopped)",
     )
+    p.add_argument(
+        "--resume",
+        metavar="BENCH_DIR",
+        help="finish a stopped bench in BENCH_DIR: give its original options again; runs that "
+        "finished there with the same config are kept, the others run",
+    )
     _add_address(p)
     _add_runs_dir(p)
 
@@ -409,6 +415,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from rayworks.platform import bench
 
+    if args.collect and args.resume:
+        raise ConfigError("--collect runs nothing and --resume runs the rest: give one of them.")
     if args.collect:
         if Path(args.collect).absolute().parent.name != args.pipeline:
             raise ConfigError(
@@ -423,7 +431,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
         ablations=args.only_ablations if args.ablations and args.only_ablations else args.ablations,
-        baselines=args.baselines,
+        baselines=args.baselines, resume=args.resume,
     )  # fmt: skip
     console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")

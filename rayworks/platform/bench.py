@@ -24,7 +24,8 @@ Outputs (`runs/bench/NAME/<id>/`): `bench.md` (command line, table, failures, cu
 table), `bench.json`, `bench.png`, `curve.png` (when there are curves) and `runs/` with
 every run directory (ablation runs under `runs/ablation/<label>/`); `rayworks bench NAME
 --collect DIR` (`collect()`) rewrites them from the runs that finished when a bench was
-stopped. `rayworks demo` benches every method with its smoke preset, runs every pipeline
+stopped, and `--resume DIR` (`bench(resume=DIR)`) finishes such a bench in place: runs
+already finished there with the same config are kept, the rest run. `rayworks demo` benches every method with its smoke preset, runs every pipeline
 that has a `demo` preset (a short run that shows learning, e.g. grpo's rising curve) once,
 and renders one HTML report.
 """
@@ -219,18 +220,83 @@ def bench(
     console: Console | None = None,
     ablations: bool | Sequence[str] = True,
     baselines: bool = True,
+    resume: str | Path | None = None,
 ) -> BenchResult:
-    """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations)."""
+    """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations).
+
+    `resume`: a bench directory of `name` (a stopped bench) to finish in place instead of a
+    new one. The same command must be given again: every run that finished there is kept
+    when its config.yaml equals the planned one (another config is refused, naming the
+    key), runs that failed or never finished run again, into the same directory and with
+    the same cached bases (`runs/cache`).
+    """
     arms = plan_arms(name, ablations, baselines)
     plan = plan_runs(arms, seeds, preset, overrides)
     spec = get_pipeline(name)
+    if resume is None:
+        out_dir = (Path(runs_dir or default_runs_dir()) / "bench" / name / new_run_id()).absolute()
+        kept: dict[int, Outcome] = {}
+    else:
+        out_dir = Path(resume).absolute()
+        if out_dir.parent.name != name or not (out_dir / "runs").is_dir():
+            raise ConfigError(
+                f"--resume {str(resume)!r} is not a bench directory of {name!r} "
+                f"(expected runs/bench/{name}/<id> with a runs/ folder)."
+            )
+        kept = finished_runs(plan, out_dir)
 
     connect(address)
-    out_dir = (Path(runs_dir or default_runs_dir()) / "bench" / name / new_run_id()).absolute()
-    outcomes = execute(plan, out_dir, f"bench {name}", console)
+    todo = [run for i, run in enumerate(plan) if i not in kept]
+    fresh = iter(execute(todo, out_dir, f"bench {name}", console) if todo else [])
+    outcomes = [kept[i] if i in kept else next(fresh) for i in range(len(plan))]
     data = summarize_outcomes(spec, arms, outcomes, command or f"rayworks bench {name}")
     markdown = write_outputs(out_dir, data)
     return BenchResult(out_dir, markdown, data)
+
+
+def finished_runs(plan: Sequence[PlannedRun], out_dir: Path) -> dict[int, Outcome]:
+    """`{plan index: outcome}` of the planned runs that already finished in `out_dir`.
+
+    A run is matched by arm and seed; it counts when its summary.json exists and is not
+    `status: failed`. Its config.yaml must equal the planned config, else the bench being
+    resumed was another command and mixing the two would corrupt every statistic.
+    """
+    found: dict[int, Outcome] = {}
+    for i, run in enumerate(plan):
+        root = _runs_root(out_dir, run.arm) / run.arm.pipeline
+        dirs = sorted(root.iterdir()) if root.is_dir() else []
+        for run_dir in (d for d in dirs if (d / "config.yaml").is_file()):
+            recorded = load_yaml_file(run_dir / "config.yaml")
+            if recorded.get("seed") != run.cfg.seed:
+                continue
+            outcome = _recorded_outcome(run.arm, run_dir)
+            if outcome.summary is None:
+                continue  # failed or stopped: it runs again
+            planned = json.loads(json.dumps(run.cfg.model_dump(mode="json")))
+            diff = _first_difference(planned, json.loads(json.dumps(recorded)))
+            if diff is not None:
+                key, was, now = diff
+                raise ConfigError(
+                    f"--resume: {str(run_dir)!r} ({run.arm.name}, seed {run.cfg.seed}) ran with "
+                    f"{key}={was!r}, this command gives {key}={now!r}; resume with the "
+                    "bench's original command (its first line in bench.md once it finishes)."
+                )
+            found[i] = outcome
+    return found
+
+
+def _first_difference(now: Any, was: Any, key: str = "") -> tuple[str, Any, Any] | None:
+    """The first dotted key where two JSON-like configs differ, with (was, now); else None."""
+    if isinstance(now, dict) and isinstance(was, dict):
+        for k in [*now, *(k for k in was if k not in now)]:
+            sub = f"{key}.{k}" if key else str(k)
+            if k not in now or k not in was:
+                return sub, was.get(k, "(absent)"), now.get(k, "(absent)")
+            found = _first_difference(now[k], was[k], sub)
+            if found is not None:
+                return found
+        return None
+    return None if now == was else (key, was, now)
 
 
 def collect(out_dir: str | Path) -> BenchResult:
@@ -240,7 +306,8 @@ def collect(out_dir: str | Path) -> BenchResult:
     read off the layout the bench writes (`runs/NAME/`, `runs/<baseline>/`,
     `runs/ablation/<label>/NAME/`), each run's seed off its config.yaml and its result off its
     summary.json. Run directories without a summary.json are listed as failed ("did not
-    finish"); seeds never started are simply absent, so every arm's `n` says what it holds.
+    finish") unless the same arm and seed finished in another (a `--resume` reran it);
+    seeds never started are simply absent, so every arm's `n` says what it holds.
     """
     out_dir = Path(out_dir).absolute()
     name, runs = out_dir.parent.name, out_dir / "runs"
@@ -248,15 +315,14 @@ def collect(out_dir: str | Path) -> BenchResult:
         raise ConfigError(f"{str(out_dir)!r} is not a bench directory: it has no runs/ folder.")
     spec = get_pipeline(name)
     arms = [arm for arm in plan_arms(name) if (_runs_root(out_dir, arm) / arm.pipeline).is_dir()]
-    outcomes = sorted(
-        (
-            _recorded_outcome(arm, run_dir)
-            for arm in arms
-            for run_dir in sorted((_runs_root(out_dir, arm) / arm.pipeline).iterdir())
-            if (run_dir / "config.yaml").is_file()
-        ),
-        key=lambda o: o.seed,
-    )
+    best: dict[tuple[str, int], Outcome] = {}  # a resumed bench reran its unfinished runs
+    for arm in arms:
+        for run_dir in sorted((_runs_root(out_dir, arm) / arm.pipeline).iterdir()):
+            if (run_dir / "config.yaml").is_file():
+                o = _recorded_outcome(arm, run_dir)
+                if o.summary is not None or best.get((o.arm, o.seed), o).summary is None:
+                    best[(o.arm, o.seed)] = o
+    outcomes = sorted(best.values(), key=lambda o: o.seed)
     command = f"rayworks bench {name} --collect {out_dir}"
     data = summarize_outcomes(spec, arms, outcomes, command)
     return BenchResult(out_dir, write_outputs(out_dir, data), data)

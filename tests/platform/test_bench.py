@@ -404,3 +404,40 @@ def test_collect_counts_a_run_that_raised_as_failed(toy_registry, tmp_path):
     data = bench.collect(out).data
     assert data["failures"] == ["toybase seed 0: RuntimeError: boom"]
     assert [a["values"] for a in data["arms"]] == [[0.8], []]
+
+
+def test_resume_keeps_finished_runs_and_reruns_the_rest(toy_registry, tmp_path, monkeypatch):
+    out = tmp_path / "bench" / "toymethod" / "x"
+    plan = bench.plan_runs(bench.plan_arms("toymethod", ablations=False), 2, "smoke")
+    for run in plan[:2]:  # seed 0 of both arms finished
+        run_dir = out / "runs" / run.arm.pipeline / f"{run.arm.name}-0"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(json.dumps(run.cfg.model_dump(mode="json")))
+        (run_dir / "summary.json").write_text(json.dumps({"acc": 0.5}))
+    fake_run(out / "runs" / "toymethod", 1, None)  # seed 1 stopped mid-run
+    executed: list[tuple[str, int]] = []
+
+    def fake_execute(todo, out_dir, title, console=None):
+        assert out_dir == out.absolute()
+        executed.extend((r.arm.name, r.cfg.seed) for r in todo)
+        return [bench.Outcome(r.arm.name, r.cfg.seed, {"acc": 0.9}, None, Path("-")) for r in todo]
+
+    monkeypatch.setattr(bench, "connect", lambda address=None: None)
+    monkeypatch.setattr(bench, "execute", fake_execute)
+    result = bench.bench("toymethod", seeds=2, ablations=False, resume=out)
+    assert executed == [("toymethod", 1), ("toybase", 1)]
+    assert [a["values"] for a in result.data["arms"]] == [[0.5, 0.9], [0.5, 0.9]]
+    assert result.data["failures"] == []
+    with pytest.raises(ConfigError, match=r"ran with lr=0\.1, this command gives lr=0\.3"):
+        bench.bench("toymethod", seeds=2, ablations=False, resume=out, overrides=["lr=0.3"])
+    with pytest.raises(ConfigError, match="not a bench directory of 'toymethod'"):
+        bench.bench("toymethod", resume=tmp_path)
+
+
+def test_collect_prefers_the_finished_run_of_a_resumed_seed(toy_registry, tmp_path):
+    out = tmp_path / "bench" / "toymethod" / "x"
+    fake_run(out / "runs" / "toymethod", 0, None)  # stopped, then rerun by --resume:
+    (out / "runs" / "toymethod" / "run-0").rename(out / "runs" / "toymethod" / "z-stopped")
+    fake_run(out / "runs" / "toymethod", 0, {"acc": 0.7})
+    data = bench.collect(out).data
+    assert data["failures"] == [] and data["arms"][0]["values"] == [0.7]
