@@ -8,7 +8,6 @@ list` and error paths stay fast.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,11 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="run dir, checkpoint dir or HF model dir (ttc: repeat for several models)",
     )
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="bind address; beyond loopback it needs an API key"
+    )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(
-        "--api-key", default=os.environ.get("RAYWORKS_API_KEY"), help="require this bearer token"
+        "--api-key-file", help="require the bearer token in this file (or set RAYWORKS_API_KEY)"
     )
+    p.add_argument("--api-key", help="the bearer token itself (visible in ps: prefer the file)")
+    p.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback --host without an API key (warned, never the default)",
+    )
+    p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json (no key)")
     p.add_argument(
         "--max-ongoing-requests", type=int, help="per replica of the ingress (model 4, ttc 32)"
     )
@@ -291,7 +299,7 @@ def _add_ttc_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-cpus", type=float, default=1.0, help="CPUs per model replica")
 
 
-def _serve_ttc(args: argparse.Namespace) -> None:
+def _serve_ttc(args: argparse.Namespace, api_key: str | None) -> None:
     """Check the flags and checkpoints, then join the cluster and serve the router."""
     from rayworks.pipelines.ttc.router import serve_ttc
     from rayworks.pipelines.ttc.router_api import RouterSettings
@@ -323,7 +331,9 @@ def _serve_ttc(args: argparse.Namespace) -> None:
         settings,
         host=args.host,
         port=args.port,
-        api_key=args.api_key,
+        api_key=api_key,
+        insecure_no_auth=args.insecure_no_auth,
+        docs=args.docs,
         min_replicas=args.min_replicas,
         max_replicas=args.max_replicas,
         model_cpus=args.model_cpus,
@@ -334,12 +344,16 @@ def _serve_ttc(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from rayworks.platform.access import check_bind, resolve_api_key
     from rayworks.platform.cluster import connect
     from rayworks.platform.kv_serving import KVServing
     from rayworks.platform.serve import serve_model
 
+    api_key = resolve_api_key(args.api_key, args.api_key_file)
+    # refused before Ray starts; serve_model / serve_ttc check again and warn
+    check_bind(args.host, api_key, args.insecure_no_auth, warn=False)
     if args.target == "ttc":
-        _serve_ttc(args)
+        _serve_ttc(args, api_key)
         return 0
     if len(args.checkpoint) != 1:
         raise RayworksError("serve model takes exactly one --checkpoint (serve ttc takes several)")
@@ -349,7 +363,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.checkpoint[0],
         host=args.host,
         port=args.port,
-        api_key=args.api_key,
+        api_key=api_key,
+        insecure_no_auth=args.insecure_no_auth,
+        docs=args.docs,
         max_ongoing_requests=args.max_ongoing_requests or 4,
         max_queued_requests=args.max_queued_requests or 8,
         num_replicas=args.replicas,

@@ -1,6 +1,8 @@
 """OpenAI-compatible HTTP surface of the model endpoint: request schema, errors, routes.
 
 `POST /v1/completions` (JSON or SSE stream), `GET /v1/models`, `GET /health` (open).
+FastAPI's `/docs`, `/redoc` and `/openapi.json` are off unless `docs=True` (`--docs`): they
+would answer without a key and list every route to anyone who can connect.
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`; a bad body is
 a 400 naming the field and value (not FastAPI's 422); a wrong or missing bearer key is 401.
 """
@@ -115,9 +117,16 @@ def bearer_auth(api_key: str | None) -> Callable[[Request], None]:
     return authorize
 
 
-def build_app(engine: CompletionEngine, api_key: str | None) -> FastAPI:
+def new_app(title: str, docs: bool = False) -> FastAPI:
+    """A FastAPI app whose interactive docs and OpenAPI schema exist only when asked for."""
+    if docs:
+        return FastAPI(title=title)
+    return FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False) -> FastAPI:
     """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
-    app = FastAPI(title="rayworks completions")
+    app = new_app("rayworks completions", docs)
     created = int(time.time())
     install_error_handlers(app)
     authorize = bearer_auth(api_key)

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from rayworks.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import resolve_model_dir
+from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import build_app
@@ -32,13 +33,18 @@ class CompletionServer:
     """The Serve replica (see `deployment`): loads the engine, then builds its HTTP app."""
 
     def __init__(
-        self, model_dir: str, name: str, api_key: str | None, kv: dict | None = None
+        self,
+        model_dir: str,
+        name: str,
+        api_key: str | None,
+        kv: dict | None = None,
+        docs: bool = False,
     ) -> None:
         self.engine = CompletionEngine(model_dir, name, KVServing(**(kv or {})))
-        self.api_key = api_key
+        self.api_key, self.docs = api_key, docs
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_app(self.engine, self.api_key)
+        return build_app(self.engine, self.api_key, self.docs)
 
 
 @functools.cache
@@ -130,6 +136,8 @@ def serve_model(
     model_name: str | None = None,
     blocking: bool = True,
     kv: KVServing | None = None,
+    insecure_no_auth: bool = False,
+    docs: bool = False,
 ) -> str:
     """Serve `checkpoint` (model folder, checkpoint or run dir) and return its base URL.
 
@@ -138,9 +146,12 @@ def serve_model(
     a multi-node cluster the path must be visible to every node. `blocking=False` returns
     once `/health` answers; `blocking=True` prints the URL and serves until Ctrl-C.
     `kv` sets the default KV-cache policy of requests (and the SpecKV draft model).
+    A non-loopback `host` needs `api_key` unless `insecure_no_auth` (`access.check_bind`);
+    `docs` serves FastAPI's /docs and /openapi.json (off by default).
     """
     from rayworks.platform import cluster
 
+    check_bind(host, api_key, insecure_no_auth)
     model_dir = checked_model_dir(checkpoint)  # fails here, before Ray, if anything is missing
     kv = kv or KVServing()
     kv.check()
@@ -159,7 +170,7 @@ def serve_model(
         max_constructor_retry_count=2,  # a replica that cannot load fails the deploy fast
     )
     serve.run(
-        server.bind(str(model_dir), name, api_key, kv.model_dump()),
+        server.bind(str(model_dir), name, api_key, kv.model_dump(), docs),
         name=APP_NAME,
         route_prefix="/",
         blocking=False,

@@ -20,17 +20,20 @@ from collections.abc import Callable, Sequence
 from http.client import HTTPException
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 
 from rayworks.data.tasks import Example, get_task
 from rayworks.errors import ConfigError, RayworksError, UnknownNameError
 from rayworks.pipelines.rl.verifiers import get_verifier
+from rayworks.platform.access import read_secret
 from rayworks.platform.config import Config
 from rayworks.platform.plugins import import_callable
 
 RewardFn = Callable[[Example, str], float]  # (example, completion) -> score
 REWARDS: dict[str, Callable[..., RewardFn]] = {}
 FORMAT_RE = re.compile(r"<think>.+?</think>\s*A:", re.DOTALL)
+# kwargs that hold a secret themselves (api_key, auth_token, ...), not a reference to one
+SECRET_KEY = re.compile(r"(^|_)(api_?key|token|secret|password|passwd)$", re.IGNORECASE)
 
 
 class RewardError(RayworksError):
@@ -99,8 +102,11 @@ class HttpReward:
     A batch:    {"items": [{...}, ...]}                  -> {"scores": [float, ...]}
     """
 
-    def __init__(self, url: str, timeout_s: float = 10.0, api_key: str | None = None) -> None:
-        self.url, self.timeout_s, self.api_key = url, timeout_s, api_key
+    def __init__(
+        self, url: str, timeout_s: float = 10.0, api_key: SecretStr | str | None = None
+    ) -> None:
+        self.url, self.timeout_s = url, timeout_s
+        self.api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
 
     def __call__(self, example: Example, completion: str) -> float:
         body = self._post(self._item(example, completion))
@@ -122,8 +128,8 @@ class HttpReward:
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        if self.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
         request = urllib.request.Request(
             self.url, data=json.dumps(payload).encode(), headers=headers, method="POST"
         )
@@ -164,9 +170,20 @@ class HttpReward:
 
 
 @register_reward("http")
-def http_reward(url: str, timeout_s: float = 10.0, api_key: str | None = None) -> RewardFn:
-    """A remote scorer; failures raise `RewardError` naming the URL, never score 0."""
-    return HttpReward(url, timeout_s=timeout_s, api_key=api_key)
+def http_reward(
+    url: str,
+    timeout_s: float = 10.0,
+    api_key_env: str | None = None,
+    api_key_file: str | None = None,
+) -> RewardFn:
+    """A remote scorer; failures raise `RewardError` naming the URL, never score 0.
+
+    Its bearer key is named, never given: `api_key_env` (an environment variable of the
+    process that scores) or `api_key_file` (a file it reads), so the run's config.yaml,
+    report and Jobs entrypoint hold no secret (`RewardSpec` refuses a literal key).
+    """
+    key = read_secret(api_key_env, api_key_file, f"reward 'http' ({url})")
+    return HttpReward(url, timeout_s=timeout_s, api_key=key)
 
 
 # ------------------------------------------------------------------ combining
@@ -179,6 +196,20 @@ class RewardSpec(Config):
     weight: float = Field(1.0, description="multiplier of this component in the total reward")
     kwargs: dict[str, Any] = Field({}, description="arguments of the reward's factory")
     label: str | None = Field(None, description="component key in logs (default: the name)")
+
+    @field_validator("kwargs")
+    @classmethod
+    def _no_secrets(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A config is written to config.yaml, the report and Jobs entrypoints: a secret in
+        it would leak there, so a key that holds one is refused (name its variable or file)."""
+        for key in kwargs:
+            if SECRET_KEY.search(key):
+                raise ValueError(
+                    f"reward kwarg {key!r} looks like a secret, and configs are written to "
+                    f"config.yaml and reports: name where it is instead ({key}_env: an "
+                    f"environment variable, or {key}_file: a file)"
+                )
+        return kwargs
 
 
 class CombinedReward:

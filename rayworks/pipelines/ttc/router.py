@@ -45,6 +45,7 @@ from rayworks.pipelines.ttc.router_api import (
     sum_usage,
 )
 from rayworks.pipelines.ttc.router_core import Job, Query, Sampling, WindowBatcher, run_window
+from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine, encode_prompts
 from rayworks.platform.config import validate
 from rayworks.platform.openai_api import (
@@ -52,6 +53,7 @@ from rayworks.platform.openai_api import (
     CompletionRequest,
     bearer_auth,
     install_error_handlers,
+    new_app,
 )
 from rayworks.platform.serve import (
     APP_NAME,
@@ -135,14 +137,14 @@ class Router:
     against the model deployments' handles and shapes the replies."""
 
     def __init__(self, settings: dict, models: dict[str, Any], model_dirs: dict[str, str],
-                 api_key: str | None) -> None:  # fmt: skip
+                 api_key: str | None, docs: bool = False) -> None:  # fmt: skip
         from ray.exceptions import ActorUnavailableError, RayActorError
         from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableError
 
         from rayworks.models import load_tokenizer
 
         self.settings = RouterSettings.model_validate(settings)
-        self.handles, self.api_key = models, api_key
+        self.handles, self.api_key, self.docs = models, api_key, docs
         self.pattern = re.compile(self.settings.answer_pattern)
         self.oracle = load_oracle(self.settings.oracle) if self.settings.oracle else None
         self.tokenizers = {name: load_tokenizer(d) for name, d in model_dirs.items()}
@@ -229,7 +231,7 @@ def _context_length(model_dir: str) -> int:
 
 def build_router_app(router: Router) -> FastAPI:
     """The router's HTTP API: three completion routes, models, metrics, health."""
-    app = FastAPI(title="rayworks test-time compute router")
+    app = new_app("rayworks test-time compute router", router.docs)
     install_error_handlers(app)
     auth = [Depends(bearer_auth(router.api_key))]
     metrics, created = router.metrics, int(time.time())
@@ -325,6 +327,8 @@ def serve_ttc(
     max_queued_requests: int = 64,
     direct: bool = False,
     blocking: bool = True,
+    insecure_no_auth: bool = False,
+    docs: bool = False,
 ) -> str:
     """Serve `checkpoints` behind the TTC router and return the base URL.
 
@@ -332,11 +336,13 @@ def serve_ttc(
     settings (unknown keys, bad values, an oracle that does not import). Each checkpoint
     becomes one autoscaled deployment (`min_replicas`..`max_replicas`, aiming at 2 ongoing
     calls per replica). `direct=True` also serves the first checkpoint as the plain model
-    endpoint under `/direct` (what `benchmarks/ttc_serve.py` compares against).
+    endpoint under `/direct` (what `benchmarks/ttc_serve.py` compares against). A
+    non-loopback `host` needs `api_key` unless `insecure_no_auth`; `docs` serves /docs.
     """
     from rayworks.errors import ConfigError
     from rayworks.platform import cluster
 
+    check_bind(host, api_key, insecure_no_auth)
     if not checkpoints:
         raise ConfigError("serve ttc needs at least one --checkpoint")
     if not 1 <= min_replicas <= max_replicas:
@@ -370,7 +376,7 @@ def serve_ttc(
                              max_queued_requests=max_queued_requests,
                              ray_actor_options={"num_cpus": 0})  # fmt: skip
     dir_map = {n: str(d) for n, d in zip(names, dirs, strict=True)}
-    app = ingress.bind(settings.model_dump(), bound, dir_map, api_key)
+    app = ingress.bind(settings.model_dump(), bound, dir_map, api_key, docs)
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
     url = base_url(host, port)
     if direct:
@@ -379,7 +385,7 @@ def serve_ttc(
         plain = plain_deployment().options(name="Direct", num_replicas=min_replicas,
                               max_ongoing_requests=model_max_ongoing,
                               ray_actor_options={"num_cpus": model_cpus})  # fmt: skip
-        serve.run(plain.bind(str(dirs[0]), names[0], api_key), name=DIRECT_APP,
+        serve.run(plain.bind(str(dirs[0]), names[0], api_key, None, docs), name=DIRECT_APP,
                   route_prefix=DIRECT_PREFIX, blocking=False)  # fmt: skip
         wait_healthy(url + DIRECT_PREFIX)
     wait_healthy(url)

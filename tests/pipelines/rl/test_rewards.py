@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -184,15 +185,40 @@ def test_unknown_name_and_bad_kwargs_are_config_errors() -> None:
 # ------------------------------------------------------------------ HTTP scorer
 
 
-def test_http_single_item_sends_bearer_key(server: str) -> None:
+def test_http_single_item_sends_bearer_key(
+    server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     ScorerHandler.seen_auth.clear()
-    reward = REWARDS["http"](url=f"{server}/score", api_key="s3cret")
+    monkeypatch.setenv("SCORER_KEY", "s3cret")
+    reward = REWARDS["http"](url=f"{server}/score", api_key_env="SCORER_KEY")
     assert isinstance(reward, HttpReward)
+    assert "s3cret" not in repr(vars(reward))  # the key is a SecretStr: masked in reprs
     assert reward(EX, "A: 4") == 1.0
     assert reward(EX, "A: 5") == 0.0
     assert ScorerHandler.seen_auth == ["Bearer s3cret", "Bearer s3cret"]
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file\n")
+    REWARDS["http"](url=f"{server}/score", api_key_file=str(key_file))(EX, "A: 4")
+    assert ScorerHandler.seen_auth[-1] == "Bearer from-file"
     REWARDS["http"](url=f"{server}/score")(EX, "A: 4")
     assert ScorerHandler.seen_auth[-1] is None
+
+
+def test_http_key_is_named_never_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A literal secret in a reward's kwargs is refused before any run file exists; a missing
+    variable or file is a ConfigError naming it."""
+    for key in ("api_key", "apikey", "auth_token", "password"):
+        with pytest.raises(ValidationError, match=f"reward kwarg '{key}' looks like a secret"):
+            RewardSpec(name="http", kwargs={"url": "http://127.0.0.1:1/", key: "s3cret"})
+    RewardSpec(name="python", kwargs={"max_tokens": 4})  # not a secret: accepted
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(ConfigError, match="'NO_SUCH_KEY_VAR' is not set"):
+        REWARDS["http"](url="http://127.0.0.1:1/", api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(ConfigError, match=r"cannot read the .* file"):
+        REWARDS["http"](url="http://127.0.0.1:1/", api_key_file=str(tmp_path / "absent"))
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        REWARDS["http"](url="http://127.0.0.1:1/", api_key_file=str(tmp_path / "empty"))
 
 
 def test_http_batch_is_one_request(server: str) -> None:
