@@ -23,6 +23,7 @@ import os
 import random
 import secrets
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +33,7 @@ import torch
 
 from rayworks.errors import CheckpointNotFoundError
 from rayworks.platform import checkpoint as ckpt
+from rayworks.platform.atomic import write_text_atomic
 from rayworks.platform.config import PipelineConfig, to_yaml
 
 Reporter = Literal["none", "tune", "train"]
@@ -75,7 +77,7 @@ class RunContext:
         ctx = cls(pipeline=pipeline, run_dir=run_dir, seed=cfg.seed)
         for sub in (ctx.artifacts_dir, ctx.checkpoints_dir):
             sub.mkdir(parents=True, exist_ok=True)
-        ctx.config_path.write_text(to_yaml(cfg))
+        ctx.write_config(cfg)
         return ctx
 
     @classmethod
@@ -186,9 +188,30 @@ class RunContext:
         self._tb.flush()
 
     def metrics(self) -> list[dict[str, Any]]:
+        """The log's records. A last line cut short by a kill (no newline, not JSON) is
+        skipped with a warning; a bad line before the last one is corruption and raises."""
         if not self.metrics_path.is_file():
             return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line]
+        text = self.metrics_path.read_text()
+        lines = text.splitlines()
+        records = []
+        for i, line in enumerate(lines):
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                if i == len(lines) - 1 and not text.endswith("\n"):
+                    warnings.warn(
+                        f"{self.metrics_path}: skipped a torn last line ({line[:60]!r}...), "
+                        "written when the run was killed",
+                        stacklevel=2,
+                    )
+                    continue
+                raise ValueError(
+                    f"{self.metrics_path}, line {i + 1}: not JSON ({line[:80]!r})"
+                ) from None
+        return records
 
     def write_jsonl(self, name: str, rows: list[dict[str, Any]]) -> Path:
         """Write `rows` as artifacts/<name> (one JSON object per line)."""
@@ -196,9 +219,13 @@ class RunContext:
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return path
 
+    def write_config(self, cfg: PipelineConfig) -> None:
+        """config.yaml, whole or not at all (a resume rewrites it with its overrides)."""
+        write_text_atomic(self.config_path, to_yaml(cfg))
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         clean = {k: _jsonable(v) for k, v in summary.items()}
-        self.summary_path.write_text(json.dumps(clean, indent=2, sort_keys=True))
+        write_text_atomic(self.summary_path, json.dumps(clean, indent=2, sort_keys=True))
 
     # -------------------------------------------------------------- checkpoints
     def checkpoint_dir(self, step: int) -> Path:
@@ -212,4 +239,4 @@ class RunContext:
         if self.rank != 0 or not self.metrics_path.is_file():
             return
         kept = [r for r in self.metrics() if r.get("step", 0) <= after_step]
-        self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        write_text_atomic(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))

@@ -17,7 +17,7 @@ from typing import Any
 
 from rayworks.errors import ConfigError
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file, to_yaml, validate
+from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file, validate
 from rayworks.platform.context import RunContext
 from rayworks.platform.progress import follow_run
 from rayworks.platform.registry import PipelineSpec, get_pipeline
@@ -133,7 +133,7 @@ def run(
     if ctx is None:
         ctx = RunContext.create(name, cfg, runs_dir)
     else:
-        ctx.config_path.write_text(to_yaml(cfg))  # overrides given with --resume persist
+        ctx.write_config(cfg)  # overrides given with --resume persist
     with follow_run(ctx.run_dir, enabled=progress):
         if spec.kind == "job":
             summary = run_and_record(spec, cfg, ctx)

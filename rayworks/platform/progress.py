@@ -2,7 +2,8 @@
 
 Pipelines run in Ray tasks and Ray Train workers whose stdout is not a terminal, so they
 never draw bars themselves: they declare `ctx.progress(total)` and `ctx.log(step, ...)`,
-and this follower tails `progress.json` / `metrics.jsonl` in the launching process.
+and this follower tails `progress.json` / `metrics.jsonl` in the launching process. When the
+log is replaced or shrinks (a resume truncates it to the restored step), it reads it anew.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class _Follower(threading.Thread):
         super().__init__(daemon=True)
         self.run_dir, self.progress, self.task_id = run_dir, progress, task_id
         self.stop = threading.Event()
-        self.offset = 0
+        self.offset, self.inode = 0, -1
         self.latest: dict[str, float] = {}
 
     def poll(self) -> None:
@@ -49,8 +50,13 @@ class _Follower(threading.Thread):
             except (ValueError, KeyError):
                 pass  # being written right now; read it on the next poll
         path = self.run_dir / "metrics.jsonl"
-        if not path.is_file():
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
             return
+        if stat.st_ino != self.inode or stat.st_size < self.offset:
+            # a resume truncated the log (a new file renamed into place): read it anew
+            self.inode, self.offset = stat.st_ino, 0
         with path.open() as fh:
             fh.seek(self.offset)
             chunk = fh.read()

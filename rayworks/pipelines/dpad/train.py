@@ -20,7 +20,6 @@ from rayworks.models.diffusion_lm import build_diffusion_lm, diffusion_sft_loss
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.tasks import BOS, EOS, MASK, PAD, VOCAB_SIZE, make_batch
 from rayworks.platform.build_cache import digest, locked_build
-from rayworks.platform.config import to_yaml
 from rayworks.platform.context import RunContext
 
 LOG_EVERY = 25
@@ -92,7 +91,7 @@ def cached_model(cfg: DPadConfig, cache_root: Path) -> Path:
             sub.mkdir(parents=True, exist_ok=True)
         if ctx.metrics_path.exists():
             ctx.metrics_path.unlink()  # an interrupted earlier build
-        ctx.config_path.write_text(to_yaml(cfg))
+        ctx.write_config(cfg)
         summary = train_model(cfg, ctx, model_dir)
         ctx.write_summary(summary)
 

@@ -27,6 +27,7 @@ from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, batch_rows, data_state
 from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 from rayworks.platform import checkpoint as ckpt
+from rayworks.platform.atomic import save_model_dir
 from rayworks.platform.context import RunContext
 
 
@@ -293,8 +294,7 @@ def train_loop(config: dict[str, Any]) -> dict[str, float]:
     ctx.record(cfg.train.max_steps, **final)  # reported below, with the model
     model_dir = ctx.artifacts_dir / "model"
     if d.rank == 0:
-        learner.module.save_pretrained(model_dir)
-        tokenizer.save_pretrained(model_dir)
+        save_model_dir(model_dir, learner.module, tokenizer)  # whole or absent
     d.barrier()
     if config.get("in_train"):
         # Train V2 keeps metrics only with a checkpoint: attach the final model, which

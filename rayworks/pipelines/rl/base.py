@@ -28,7 +28,6 @@ from rayworks.models.decoder import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.rl.config import RLConfig, SFTConfig
 from rayworks.platform.build_cache import digest, locked_build
-from rayworks.platform.config import to_yaml
 from rayworks.platform.context import RunContext
 
 
@@ -81,7 +80,7 @@ def build_base(cache: Path, name: str, cfg: LMConfig, tokenizer_from: Path | Non
         ctx = RunContext(pipeline="lm", run_dir=run_dir, seed=cfg.seed)
         for sub in (ctx.artifacts_dir, ctx.checkpoints_dir):
             sub.mkdir(parents=True, exist_ok=True)
-        ctx.config_path.write_text(to_yaml(cfg))
+        ctx.write_config(cfg)
         if tokenizer_from is not None:
             load_tokenizer(tokenizer_from).save_pretrained(ctx.artifacts_dir / "tokenizer")
         _, data = prepare_run(cfg, ctx)

@@ -46,6 +46,7 @@ from rayworks.pipelines.rl.rollout import (
     generate_sharded,
     sync_weights,
 )
+from rayworks.platform.atomic import save_model_dir
 from rayworks.platform.context import RunContext
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
@@ -346,8 +347,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     final = summarize(ctx, driver, d, learner.module)
     model_dir = ctx.artifacts_dir / "model"
     if d.rank == 0:
-        learner.module.save_pretrained(model_dir)
-        tokenizer.save_pretrained(model_dir)
+        save_model_dir(model_dir, learner.module, tokenizer)  # whole or absent
         if driver.critics:
             driver.save_critics(ctx.artifacts_dir)
     d.barrier()
