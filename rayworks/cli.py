@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rayworks.errors import ConfigError, RayworksError
+from rayworks.platform.serve_limits import FLAGS as SERVE_LIMIT_FLAGS
+from rayworks.platform.serve_limits import ServeLimits
 
 console = Console()
 err_console = Console(stderr=True)
@@ -114,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a non-loopback --host without an API key (warned, never the default)",
     )
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json (no key)")
+    g = p.add_argument_group("limits per request (model; 400/413/408 naming the flag)")
+    for key, flag in SERVE_LIMIT_FLAGS.items():
+        field = ServeLimits.model_fields[key]
+        g.add_argument(
+            flag,
+            dest=f"limit_{key}",
+            type=field.annotation,
+            metavar="N" if field.annotation is int else "SECONDS",
+            help=f"{(field.description or '').split(': ', 1)[-1]} (default {field.default})",
+        )
     p.add_argument(
         "--max-ongoing-requests", type=int, help="per replica of the ingress (model 4, ttc 32)"
     )
@@ -346,6 +358,7 @@ def _serve_ttc(args: argparse.Namespace, api_key: str | None) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from rayworks.platform.access import check_bind, resolve_api_key
     from rayworks.platform.cluster import connect
+    from rayworks.platform.config import validate
     from rayworks.platform.kv_serving import KVServing
     from rayworks.platform.serve import serve_model
 
@@ -366,6 +379,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=api_key,
         insecure_no_auth=args.insecure_no_auth,
         docs=args.docs,
+        limits=validate(
+            ServeLimits,
+            {k: v for k in SERVE_LIMIT_FLAGS if (v := getattr(args, f"limit_{k}")) is not None},
+            origin="serve limit flags",
+        ),
         max_ongoing_requests=args.max_ongoing_requests or 4,
         max_queued_requests=args.max_queued_requests or 8,
         num_replicas=args.replicas,

@@ -21,6 +21,8 @@ from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.platform import kv_serving
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import MAX_ROWS, APIError, CompletionRequest, choice
+from rayworks.platform.serve_limits import FLAGS, ServeLimits, over_limit
+from rayworks.platform.text_stream import IncrementalDecoder, StopMatcher
 
 
 def sample_next(
@@ -65,12 +67,16 @@ class TextRow:
     """Incremental detokenisation of one choice: stop strings, held-back text, finish reason.
 
     Text that could still become a stop string (or an incomplete UTF-8 character) is held
-    back, so the streamed pieces add up to exactly the non-streamed text.
+    back, so the streamed pieces add up to exactly the non-streamed text. Per token, only a
+    short window of ids is decoded and only the new characters are matched against the stop
+    strings (`text_stream.py`), so the cost per token does not grow with the text or with a
+    stop string's length.
     """
 
     def __init__(self, tok: Any, eos: set[int], stop: list[str], limit: int) -> None:
-        self.tok, self.eos, self.stop, self.limit = tok, eos, stop, limit
-        self.ids: list[int] = []
+        self.eos, self.limit = eos, limit
+        self.decoder = IncrementalDecoder(tok)
+        self.matcher = StopMatcher(stop)
         self.text, self.emitted, self.n_tokens = "", 0, 0
         self.finish: str | None = None
 
@@ -79,23 +85,24 @@ class TextRow:
         self.n_tokens += 1
         if token in self.eos:
             self.finish = "stop"
+            self._extend(self.decoder.flush())
             return self._take(len(self.text))
-        self.ids.append(token)
-        self.text = self.tok.decode(self.ids, skip_special_tokens=True)
-        hits = [i for s in self.stop if (i := self.text.find(s)) >= 0]
-        if hits:
-            self.text, self.finish = self.text[: min(hits)], "stop"
-        elif self.n_tokens >= self.limit:
-            self.finish = "length"
+        self._extend(self.decoder.push(token))
+        if self.finish is None and self.n_tokens >= self.limit:
+            self._extend(self.decoder.flush())
+            self.finish = self.finish or "length"
         if self.finish:
             return self._take(len(self.text))
-        hold = max(
-            (k for s in self.stop for k in range(1, len(s)) if self.text.endswith(s[:k])), default=0
-        )
-        safe = len(self.text) - hold
-        while safe > self.emitted and self.text[safe - 1] == "\ufffd":
-            safe -= 1
-        return self._take(safe)
+        return self._take(len(self.text) - self.matcher.hold)
+
+    def _extend(self, piece: str) -> None:
+        """Append decoded text; on a completed stop string cut the text where it starts."""
+        if not piece or self.finish:
+            return
+        start = self.matcher.feed(piece)
+        self.text += piece
+        if start is not None:
+            self.text, self.finish = self.text[:start], "stop"
 
     def _take(self, upto: int) -> str:
         piece = self.text[self.emitted : upto]
@@ -103,12 +110,29 @@ class TextRow:
         return piece
 
 
+def stream_error(err: Exception) -> dict[str, Any]:
+    """An error raised after a stream started, as the event that ends it (OpenAI's error
+    object; vLLM's server does the same), instead of a stream that just stops."""
+    if isinstance(err, APIError):
+        return {"error": {**err.body, "status": err.status}}
+    message = f"generation failed: {type(err).__name__}: {str(err)[-300:]}"
+    return {"error": {"message": message, "type": "server_error", "param": None,
+                      "code": "internal_error", "status": 500}}  # fmt: skip
+
+
 class CompletionEngine:
     """A causal LM and its tokenizer, answering completion requests (no Serve inside)."""
 
-    def __init__(self, model_dir: str | Path, name: str, kv: KVServing | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        name: str,
+        kv: KVServing | None = None,
+        limits: ServeLimits | None = None,
+    ) -> None:
         torch.set_num_threads(1)  # two torch threads on busy cores stall (NOTES)
         self.name = name
+        self.limits = limits or ServeLimits()
         self.model = load_causal_lm(model_dir).eval()
         self.kv = kv or KVServing()
         self.draft = kv_serving.load_draft(self.kv.draft, self.model) if self.kv.draft else None
@@ -120,8 +144,30 @@ class CompletionEngine:
         self.eos = {i for i in ids if i is not None}
 
     def encode(self, prompts: list[str]) -> list[list[int]]:
-        """Token ids per prompt; 400 if a prompt is empty or leaves no room to generate."""
-        return encode_prompts(self.tok, self.context, prompts)
+        """Token ids per prompt; 400 if a prompt is empty, leaves no room to generate or is
+        over `--max-prompt-tokens`."""
+        rows = encode_prompts(self.tok, self.context, prompts)
+        for i, ids in enumerate(rows):
+            if len(ids) > self.limits.max_prompt_tokens:
+                message = over_limit(f"prompt {i}'s length in tokens", len(ids),
+                                     "max_prompt_tokens", self.limits)  # fmt: skip
+                raise APIError(400, message, param="prompt", code="prompt_too_long")
+        return rows
+
+    def check_limits(self, req: CompletionRequest, stop: list[str]) -> None:
+        """400 naming the limit (and its flag) that `req` exceeds, before any work."""
+        lim = self.limits
+        checks = [
+            ("n", req.n, "max_n", "n"),
+            ("max_tokens", req.max_tokens, "max_new_tokens", "max_tokens"),
+            ("the number of stop strings", len(stop), "max_stop", "stop"),
+            *[(f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
+              for i, s in enumerate(stop)],
+        ]  # fmt: skip
+        for what, value, limit, param in checks:
+            if value > getattr(lim, limit):
+                message = over_limit(what, value, limit, lim)
+                raise APIError(400, message, param=param, code="limit_exceeded")
 
     @torch.no_grad()
     def _forward(
@@ -172,6 +218,8 @@ class CompletionEngine:
                 code="model_not_found",
             )
         prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop or [] if s]
+        self.check_limits(req, stop)
         if len(prompts) * req.n > MAX_ROWS:
             raise APIError(
                 400, f"prompts x n = {len(prompts) * req.n} exceeds {MAX_ROWS}", param="n"
@@ -179,7 +227,6 @@ class CompletionEngine:
         policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
                                             self.model)  # fmt: skip
         encoded = self.encode(prompts)
-        stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop or [] if s]
         batch = [ids for ids in encoded for _ in range(req.n)]
         limits = [min(req.max_tokens, self.context - len(ids)) for ids in batch]
         texts = [TextRow(self.tok, self.eos, stop, limit) for limit in limits]
@@ -195,12 +242,21 @@ class CompletionEngine:
                 lambda logits: sample_next(logits, req.temperature, req.top_p, gen), stats,
             )  # fmt: skip
             extra = {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
-        return encoded, texts, self._events(steps, texts), extra
+        deadline = time.monotonic() + self.limits.request_timeout_s
+        return encoded, texts, self._events(steps, texts, deadline), extra
 
     def _events(
-        self, steps: Iterator[list[int]], texts: list[TextRow]
+        self, steps: Iterator[list[int]], texts: list[TextRow], deadline: float
     ) -> Iterator[list[tuple[int, str, str | None]]]:
+        """Per step, the choices' new text; 408 once the request's time is up."""
         for tokens in steps:
+            if time.monotonic() > deadline:
+                steps.close()
+                limit = self.limits.request_timeout_s
+                message = (f"the request ran out of time: generation passed this server's "
+                           f"limit of {limit:g} s (set by `rayworks serve "
+                           f"{FLAGS['request_timeout_s']}`)")  # fmt: skip
+                raise APIError(408, message, type="timeout_error", code="request_timeout")
             events = []
             for i, (row, token) in enumerate(zip(texts, tokens, strict=True)):
                 if row.finish is None:
@@ -237,10 +293,13 @@ class CompletionEngine:
 
         def chunks() -> Iterator[str]:
             first = [(i, self.echo_text(req, i), None) for i in range(len(texts)) if req.echo]
-            for batch in itertools.chain([first], events):
-                if batch:
-                    choices = [choice(*event) for event in batch]
-                    yield f"data: {json.dumps({**header, 'choices': choices})}\n\n"
+            try:
+                for batch in itertools.chain([first], events):
+                    if batch:
+                        choices = [choice(*event) for event in batch]
+                        yield f"data: {json.dumps({**header, 'choices': choices})}\n\n"
+            except Exception as err:  # the status line is sent: the error becomes an event
+                yield f"data: {json.dumps(stream_error(err))}\n\n"
             yield "data: [DONE]\n\n"
 
         return chunks()

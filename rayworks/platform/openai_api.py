@@ -21,10 +21,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from rayworks.platform.serve_limits import BodyLimit, ServeLimits
+
 if TYPE_CHECKING:
     from rayworks.platform.completion_engine import CompletionEngine
 
 MAX_ROWS = 64  # prompts x n per request: bounds the memory one request can take
+SCHEMA_MAX = 1024  # the schema's outer bound on n and stop strings; `ServeLimits` is tighter
 
 
 class CompletionRequest(BaseModel):
@@ -36,8 +39,8 @@ class CompletionRequest(BaseModel):
     max_tokens: int = Field(16, ge=1)
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
-    n: int = Field(1, ge=1, le=16)
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    n: int = Field(1, ge=1, le=SCHEMA_MAX)
+    stop: str | Annotated[list[str], Field(max_length=SCHEMA_MAX)] | None = None
     seed: int | None = None
     stream: bool = False
     echo: bool = False
@@ -80,7 +83,8 @@ def choice(index: int, text: str, finish: str | None) -> dict[str, Any]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer APIError, bad bodies (as 400, not 422) and HTTP errors in OpenAI's shape."""
+    """Answer APIError, bad bodies (as 400, not 422), HTTP errors and unexpected exceptions
+    (500) in OpenAI's shape."""
 
     async def api_error(_: Request, exc: APIError) -> JSONResponse:
         return error_response(exc)
@@ -91,7 +95,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return error_response(APIError(exc.status_code, str(exc.detail), code=str(exc.status_code)))
 
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        message = f"internal error: {type(exc).__name__}: {str(exc)[-300:]}"
+        return error_response(APIError(500, message, type="server_error", code="internal_error"))
+
     app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(Exception, internal_error)  # JSON, not a plain-text 500
     app.add_exception_handler(RequestValidationError, invalid_body)
     app.add_exception_handler(HTTPException, http_error)
 
@@ -117,16 +126,21 @@ def bearer_auth(api_key: str | None) -> Callable[[Request], None]:
     return authorize
 
 
-def new_app(title: str, docs: bool = False) -> FastAPI:
-    """A FastAPI app whose interactive docs and OpenAPI schema exist only when asked for."""
-    if docs:
-        return FastAPI(title=title)
-    return FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+def new_app(title: str, docs: bool = False, max_body_bytes: int | None = None) -> FastAPI:
+    """A FastAPI app whose interactive docs and OpenAPI schema exist only when asked for,
+    answering 413 to a body over `max_body_bytes` (default: `ServeLimits`' default)."""
+    app = (
+        FastAPI(title=title)
+        if docs
+        else FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    )
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes or ServeLimits().max_body_bytes)
+    return app
 
 
 def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False) -> FastAPI:
     """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
-    app = new_app("rayworks completions", docs)
+    app = new_app("rayworks completions", docs, engine.limits.max_body_bytes)
     created = int(time.time())
     install_error_handlers(app)
     authorize = bearer_auth(api_key)

@@ -1,6 +1,8 @@
 """`rayworks serve model`: a checkpoint behind Ray Serve with an OpenAI-compatible HTTP API.
 
 Routes: `GET /health` (open), `GET /v1/models`, `POST /v1/completions` (JSON or SSE stream).
+Every request is bounded (`serve_limits.py`: prompt tokens, n, max_tokens, stop strings,
+body bytes, time; 400/413/408 naming the flag).
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`. Generation is a
 small KV-cache sampling loop shared by the streamed and the plain answer, so both give the
 same text for the same request. Overload is answered by Serve itself with HTTP 503 once
@@ -25,6 +27,7 @@ from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import build_app
+from rayworks.platform.serve_limits import ServeLimits
 
 APP_NAME = "rayworks"  # one app on route "/": serving again replaces it
 
@@ -39,8 +42,11 @@ class CompletionServer:
         api_key: str | None,
         kv: dict | None = None,
         docs: bool = False,
+        limits: dict | None = None,
     ) -> None:
-        self.engine = CompletionEngine(model_dir, name, KVServing(**(kv or {})))
+        self.engine = CompletionEngine(
+            model_dir, name, KVServing(**(kv or {})), ServeLimits(**(limits or {}))
+        )
         self.api_key, self.docs = api_key, docs
 
     def __serve_build_asgi_app__(self) -> FastAPI:
@@ -138,6 +144,7 @@ def serve_model(
     kv: KVServing | None = None,
     insecure_no_auth: bool = False,
     docs: bool = False,
+    limits: ServeLimits | None = None,
 ) -> str:
     """Serve `checkpoint` (model folder, checkpoint or run dir) and return its base URL.
 
@@ -147,7 +154,8 @@ def serve_model(
     once `/health` answers; `blocking=True` prints the URL and serves until Ctrl-C.
     `kv` sets the default KV-cache policy of requests (and the SpecKV draft model).
     A non-loopback `host` needs `api_key` unless `insecure_no_auth` (`access.check_bind`);
-    `docs` serves FastAPI's /docs and /openapi.json (off by default).
+    `docs` serves FastAPI's /docs and /openapi.json (off by default); `limits` bounds each
+    request (`serve_limits.ServeLimits`: prompt, n, max_tokens, stop strings, body, time).
     """
     from rayworks.platform import cluster
 
@@ -170,7 +178,14 @@ def serve_model(
         max_constructor_retry_count=2,  # a replica that cannot load fails the deploy fast
     )
     serve.run(
-        server.bind(str(model_dir), name, api_key, kv.model_dump(), docs),
+        server.bind(
+            str(model_dir),
+            name,
+            api_key,
+            kv.model_dump(),
+            docs,
+            (limits or ServeLimits()).model_dump(),
+        ),
         name=APP_NAME,
         route_prefix="/",
         blocking=False,

@@ -18,6 +18,7 @@ from rayworks.platform.access import (
     resolve_api_key,
 )
 from rayworks.platform.openai_api import build_app
+from rayworks.platform.serve_limits import ServeLimits
 
 
 @pytest.mark.parametrize(
@@ -90,6 +91,7 @@ def test_cli_refuses_open_bind_before_anything_starts(
 
 class _NoEngine:
     name = "none"
+    limits = ServeLimits()
 
 
 @pytest.mark.parametrize("docs", [False, True])

@@ -1,0 +1,112 @@
+"""What one request to the model endpoint may ask for (issue 26, "limits and timeouts").
+
+Every bound is a `rayworks serve` flag with a safe default, and a request over one is
+answered with the status that fits — 400 (prompt, n, max_tokens, stop strings), 413 (the
+body), 408 (the time) — and a message that names the limit and the flag that raises it.
+Without them one request could hold a replica for hours (a 100 KB stop string, a 1 GB
+body, a prompt at the context length with n=16).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from pydantic import Field
+
+from rayworks.platform.config import Config
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ServeLimits(Config):
+    """Per-request bounds of the model endpoint (flags of `rayworks serve model`)."""
+
+    max_prompt_tokens: int = Field(2048, ge=1, description="--max-prompt-tokens: per prompt")
+    max_new_tokens: int = Field(1024, ge=0, description="--max-new-tokens: cap on max_tokens")
+    max_n: int = Field(16, ge=1, description="--max-n: completions per prompt")
+    max_stop: int = Field(4, ge=0, description="--max-stop: stop strings per request")
+    max_stop_chars: int = Field(256, ge=1, description="--max-stop-chars: per stop string")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="--max-body-bytes: request body")
+    request_timeout_s: float = Field(120.0, gt=0, description="--request-timeout: seconds")
+
+
+FLAGS = {
+    "max_prompt_tokens": "--max-prompt-tokens",
+    "max_new_tokens": "--max-new-tokens",
+    "max_n": "--max-n",
+    "max_stop": "--max-stop",
+    "max_stop_chars": "--max-stop-chars",
+    "max_body_bytes": "--max-body-bytes",
+    "request_timeout_s": "--request-timeout",
+}
+
+
+def over_limit(what: str, value: int | float, limit: str, limits: ServeLimits) -> str:
+    """The message of a request over `limit`: what, how much, the bound and its flag."""
+    bound = getattr(limits, limit)
+    return (
+        f"{what} is {value}, over this server's limit of {bound} "
+        f"(set by `rayworks serve {FLAGS[limit]}`)"
+    )
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over `max_bytes`, by Content-Length or while read.
+
+    A chunked body has no Content-Length, so the body is read here, at most `max_bytes`
+    of it (a request is cut off as soon as it passes the limit, never buffered whole),
+    then handed to the app; later `receive` calls (disconnect notices) pass through.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await self._reject(send, int(length))
+            return
+        body, more = bytearray(), True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before sending it all
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                await self._reject(send, len(body), at_least=more)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Send, size: int, at_least: bool = False) -> None:
+        shown = f"at least {size}" if at_least else str(size)
+        message = (
+            f"request body is {shown} bytes, over this server's limit of {self.max_bytes} "
+            f"(set by `rayworks serve {FLAGS['max_body_bytes']}`)"
+        )
+        error = {"message": message, "type": "invalid_request_error", "param": None}
+        body = json.dumps({"error": {**error, "code": "body_too_large"}}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
