@@ -16,7 +16,8 @@ files, so one big shard would leave its second CPU idle), then runs on those fil
 
 Each run's `seconds` is its own wall clock from resolved inputs to counts (Ray start-up and
 the corpus build are outside it; DataTrove's worker-pool start-ups are inside). docs/s =
-documents read / seconds; MB/s = input file MiB (gzip as stored) / seconds, both sides alike.
+input records (every jsonl line, the summaries' `in` and `docs_counted`) / seconds; MB/s =
+input file MiB (gzip as stored) / seconds, both sides alike.
 `--repeats` runs the arms round-robin and reports the median. The DataTrove peer does fewer
 steps than ours, so ratios favour it. The 1-minute load average before each arm is shown:
 other processes on the machine slow every arm. Timings are ratios on this machine, never

@@ -8,11 +8,11 @@ naming the key before any Ray work, and the papers' defaults stay defined in one
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from rayworks.pipelines.corpus.schema import normalize_collection
+from rayworks.pipelines.corpus.schema import PIPELINE_VERSION, normalize_collection
 from rayworks.platform.config import Config, PipelineConfig
 
 
@@ -68,6 +68,12 @@ class CorpusConfig(PipelineConfig):
         0.0, ge=0, le=1, description="drop below this py3langid probability (0 = never)"
     )
     languages: list[str] | None = Field(None, description="ISO 639-1 codes kept; null = all")
+    language_max_chars: int | None = Field(
+        None, ge=1, description="classify only this many leading characters (null = all)"
+    )
+    score_dropped: bool = Field(
+        False, description="also score rows an earlier step dropped (analysis; slower)"
+    )
     gopher_min_words: int = Field(50, ge=0, description="Gopher min words (Rae et al.: 50)")
     repetition: bool = Field(True, description="apply the Gopher repetition filter")
     c4: bool = Field(True, description="apply the C4 line and page rules (Raffel et al.)")
@@ -91,9 +97,23 @@ class CorpusConfig(PipelineConfig):
     )
     batch_size: int = Field(256, ge=1, description="rows per map_batches call")
 
+    RESUME_FREE: ClassVar[tuple[str, ...]] = (
+        "inputs", "cpus", "batch_size", "tokenizer_vocab_size", "tokenizer_sample_docs",
+    )  # fmt: skip
+    """Fields a `--resume` may change, because the rows a finished unit holds do not depend
+    on them: `inputs` (the plan checks the files they resolve to), `cpus` and `batch_size`
+    (speed only), `tokenizer_*` (the global phase, redone on every run). Every other field,
+    a field added later included, must match the run's plan (`units.WorkDir.adopt`)."""
+
     def ray_resources(self) -> dict[str, float]:
         """What a bench arm holds: all its CPUs, so throughput arms never share a core."""
         return {"CPU": float(self.cpus)}
+
+    def resume_settings(self) -> dict[str, Any]:
+        """The settings a unit's scored rows depend on, recorded in the run's plan and
+        checked on `--resume`: every field but `RESUME_FREE`, and the pipeline version."""
+        fields = self.model_dump(mode="json", exclude=set(self.RESUME_FREE))
+        return {**fields, "pipeline_version": PIPELINE_VERSION}
 
     @field_validator("collection")
     @classmethod

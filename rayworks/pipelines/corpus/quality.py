@@ -1,7 +1,9 @@
-"""Text-quality heuristics: Gopher quality and repetition, C4 line rules, OCR consistency.
+"""Text-quality heuristics: Gopher quality and repetition, C4 line rules (OCR consistency:
+`ocr.py`, re-exported here).
 
-Four steps, each scoring every row into `<step>_<score>` columns and dropping only by the
-thresholds in its config (whose defaults are the papers' values, quoted per field):
+Three steps, each scoring the live rows (`step.py`) into `<step>_<score>` columns and
+dropping only by the thresholds in its config (whose defaults are the papers' values,
+quoted per field):
 
 - `GopherQuality` (step `gopher`): the quality filter of Rae et al. 2021, "Scaling Language
   Models: Methods, Analysis & Insights from Training Gopher", appendix A.1.1.
@@ -9,26 +11,30 @@ thresholds in its config (whose defaults are the papers' values, quoted per fiel
   (table A1: duplicate lines/paragraphs and n-gram character fractions).
 - `C4Quality` (step `c4`): the line and page rules of Raffel et al. 2020 (T5), section 2.2,
   as implemented in TFDS `c4_utils` (policy-line removal comes from that implementation).
-- `OCRQuality` (step `ocr`): a language-consistency score in the spirit of PleIAs' OCRoscope
-  (used to curate Common Corpus; `shared/methods/corpus.md` 1.3), with py3langid instead of
-  cld2 (cld2 is not installed here).
 
 Words are whitespace tokens: exact for the European languages of Common Corpus, wrong for
 scripts written without spaces (Japanese, Chinese), which the Gopher word rules reject; the
-Gopher paper applied them to English only.
+Gopher paper applied them to English only. All three read the batch's shared text view
+(`textview.py`): one split into words and lines per row. Gopher's per-word rules run once
+per distinct word, weighted by its count, and the repetition n-gram statistics come from
+exact n-gram ids (numpy) rather than nine passes over tuples of words; the scores are the
+same numbers (`tests/pipelines/corpus/test_step_equivalence.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
-from rayworks.pipelines.corpus.language import identify, load_identifier
-from rayworks.pipelines.corpus.step import Batch, alive, drop
+from rayworks.pipelines.corpus.ocr import OCRQuality as OCRQuality
+from rayworks.pipelines.corpus.ocr import OCRQualityConfig as OCRQualityConfig
+from rayworks.pipelines.corpus.step import Batch, add_scores, alive, judge, scored_rows
+from rayworks.pipelines.corpus.textview import TextView, views
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 """Rae et al. 2021 A.1.1: keep documents with at least two of these English words."""
@@ -43,17 +49,20 @@ STOP_WORDS = {
 }
 
 
-def _stat_columns(rows: list[dict[str, float]], prefix: str) -> Batch:
-    """Score dicts (same keys) to `prefix_<key>` float columns."""
-    keys = list(rows[0]) if rows else []
-    return {f"{prefix}_{k}": np.asarray([r[k] for r in rows], dtype=np.float64) for k in keys}
-
-
-def _apply(batch: Batch, scores: list[dict[str, float]], verdict, prefix: str) -> Batch:
-    """Add the score columns and drop by `verdict(score)` on rows still alive."""
-    out = {**batch, **_stat_columns(scores, prefix)}
-    verdicts = [verdict(s) if a else "" for s, a in zip(scores, alive(batch), strict=True)]
-    return drop(out, verdicts)
+def _apply(
+    batch: Batch,
+    column: str,
+    score_dropped: bool,
+    score: Callable[[TextView, int], dict[str, float]],
+    keys: list[str],
+    verdict: Callable[[dict[str, float]], str],
+    prefix: str,
+) -> Batch:
+    """Score the scored rows' views with `score(view, row)`, add the float columns `keys`,
+    and drop by `verdict(scores)` on the rows still alive."""
+    rows = scored_rows(batch, score_dropped)
+    scores = [score(v, i) for v, i in zip(views(batch, column, rows), rows, strict=True)]
+    return judge(add_scores(batch, rows, scores, keys, prefix), rows, scores, verdict)
 
 
 # --------------------------------------------------------------------------- Gopher quality
@@ -73,6 +82,7 @@ class GopherQualityConfig:
       paper's, the others ours); rows of a language without a list skip this rule.
     lang_column / default_language: where the row's language comes from, and the language
       assumed when the batch has no such column.
+    score_dropped: also score rows an earlier step dropped (`step.py`).
     """
 
     text_column: str = "text"
@@ -89,25 +99,37 @@ class GopherQualityConfig:
     stop_words: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(STOP_WORDS))
     lang_column: str = "lang"
     default_language: str = "en"
+    score_dropped: bool = False
 
 
-def gopher_scores(text: str, stop_words: tuple[str, ...] | None) -> dict[str, float]:
-    """Gopher quality statistics of `text` (stop_words None: `stop_words` = -1, not scored)."""
-    words = text.split()
-    n = len(words) or 1
-    lines = [line for line in text.split("\n") if line.strip()] or [""]
-    stripped = [w.strip(".,;:!?\"'()[]{}«»“”") for w in words]
-    lengths = [len(w) for w in stripped if w]
+GOPHER_KEYS = ["words", "mean_word_length", "hash_ratio", "ellipsis_ratio", "bullet_lines",
+               "ellipsis_lines", "alpha_words", "stop_words"]  # fmt: skip
+_PUNCT = ".,;:!?\"'()[]{}«»“”"
+
+
+def gopher_scores(view: TextView, stop_words: tuple[str, ...] | None) -> dict[str, float]:
+    """Gopher quality statistics of `view`'s text (stop_words None: `stop_words` = -1, not
+    scored). Per-word rules are evaluated once per distinct word and weighted by counts."""
+    text, counts = view.text, view.word_counts
+    n = len(view.words) or 1
+    stripped = [w.strip(_PUNCT) for w in view.vocab]
+    lengths = np.fromiter(map(len, stripped), np.int64, len(stripped))
+    nonempty = lengths > 0
+    n_nonempty = int(counts[nonempty].sum())
+    has_alpha = np.fromiter((any(map(str.isalpha, w)) for w in view.vocab), bool, len(counts))
     lowered = {w.lower() for w in stripped}
+    lines = view.lines  # stripped: same first/last character as lstrip()/rstrip()
+    n_lines = len(lines) or 1
     return {
-        "words": float(len(words)),
-        "mean_word_length": sum(lengths) / len(lengths) if lengths else 0.0,
+        "words": float(len(view.words)),
+        "mean_word_length": int((lengths * counts)[nonempty].sum()) / n_nonempty
+        if n_nonempty
+        else 0.0,
         "hash_ratio": text.count("#") / n,
         "ellipsis_ratio": (text.count("...") + text.count("…")) / n,
-        "bullet_lines": sum(line.lstrip().startswith(("•", "-", "*")) for line in lines)
-        / len(lines),
-        "ellipsis_lines": sum(line.rstrip().endswith(("...", "…")) for line in lines) / len(lines),
-        "alpha_words": sum(any(c.isalpha() for c in w) for w in words) / n,
+        "bullet_lines": sum(line.startswith(("•", "-", "*")) for line in lines) / n_lines,
+        "ellipsis_lines": sum(line.endswith(("...", "…")) for line in lines) / n_lines,
+        "alpha_words": int(counts[has_alpha].sum()) / n,
         "stop_words": -1.0 if stop_words is None else float(sum(w in lowered for w in stop_words)),
     }
 
@@ -145,11 +167,12 @@ class GopherQuality:
     def __call__(self, batch: Batch) -> Batch:
         c = self.cfg
         langs = batch.get(c.lang_column, [c.default_language] * len(batch[c.text_column]))
-        scores = [
-            gopher_scores(str(t), c.stop_words.get(str(lang)))
-            for t, lang in zip(batch[c.text_column], langs, strict=True)
-        ]
-        return _apply(batch, scores, self.verdict, self.name)
+
+        def score(view: TextView, row: int) -> dict[str, float]:
+            return gopher_scores(view, c.stop_words.get(str(langs[row])))
+
+        return _apply(batch, c.text_column, c.score_dropped, score, GOPHER_KEYS, self.verdict,
+                      self.name)  # fmt: skip
 
 
 # ------------------------------------------------------------------------ Gopher repetition
@@ -165,6 +188,7 @@ class GopherRepetitionConfig:
       0.20, 0.18, 0.16 of the word characters.
     max_dup_ngram_char_frac: for n = 5..10, repeated n-grams may cover at most
       0.15, 0.14, 0.13, 0.12, 0.11, 0.10 of the word characters.
+    score_dropped: also score rows an earlier step dropped (`step.py`).
     """
 
     text_column: str = "text"
@@ -178,6 +202,7 @@ class GopherRepetitionConfig:
     max_dup_ngram_char_frac: dict[int, float] = field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
     )
+    score_dropped: bool = False
 
 
 def _dup_fractions(parts: list[str]) -> tuple[float, float]:
@@ -193,41 +218,45 @@ def _dup_fractions(parts: list[str]) -> tuple[float, float]:
     return dup / len(parts), dup_chars / max(1, sum(len(p) for p in parts))
 
 
-def _top_ngram_frac(words: list[str], n: int, total: int) -> float:
-    """Word characters in all occurrences of the most frequent n-gram (0 if none repeats)."""
-    grams = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
-    if not grams:
+def _top_ngram_frac(view: TextView, n: int, total: int) -> float:
+    """Word characters in all occurrences of the most frequent n-gram (0 if none repeats);
+    of equally frequent n-grams the first to appear, as `Counter.most_common`."""
+    ids = view.ngram_ids(n)
+    if not len(ids):
         return 0.0
-    gram, count = grams.most_common(1)[0]
-    return sum(map(len, gram)) * count / total if count > 1 else 0.0
+    counts = np.bincount(ids)
+    best = int(counts.argmax())  # ids number n-grams in order of first appearance
+    if counts[best] <= 1:
+        return 0.0
+    start = int(np.argmax(ids == best))
+    return int(view.word_lengths[start : start + n].sum()) * int(counts[best]) / total
 
 
-def _dup_ngram_frac(words: list[str], n: int, total: int) -> float:
+def _dup_ngram_frac(view: TextView, n: int, total: int) -> float:
     """Word characters covered by n-grams that repeat an earlier n-gram (each word counted
     once, however many repeated n-grams overlap it)."""
-    seen: set[tuple[str, ...]] = set()
-    covered = np.zeros(len(words), dtype=bool)
-    for i in range(len(words) - n + 1):
-        gram = tuple(words[i : i + n])
-        if gram in seen:
-            covered[i : i + n] = True
-        seen.add(gram)
-    return sum(len(w) for w, c in zip(words, covered, strict=True) if c) / total
+    ids = view.ngram_ids(n)
+    if not len(ids):
+        return 0.0
+    new = ids > np.maximum.accumulate(np.r_[-1, ids[:-1]])  # first appearance of its id
+    starts = np.flatnonzero(~new)
+    m = len(view.words)
+    depth = np.bincount(starts, minlength=m + 1) - np.bincount(starts + n, minlength=m + 1)
+    covered = np.cumsum(depth[:m]) > 0
+    return int(view.word_lengths[covered].sum()) / total
 
 
-def repetition_scores(text: str, top_ns: list[int], dup_ns: list[int]) -> dict[str, float]:
-    """Gopher repetition statistics of `text`."""
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    words = text.split()
-    total = max(1, sum(map(len, words)))
+def repetition_scores(view: TextView, top_ns: list[int], dup_ns: list[int]) -> dict[str, float]:
+    """Gopher repetition statistics of `view`'s text."""
+    paras = [p.strip() for p in re.split(r"\n\s*\n", view.text) if p.strip()]
+    total = max(1, int(view.word_lengths.sum()))
     s: dict[str, float] = {}
-    s["dup_line_frac"], s["dup_line_char_frac"] = _dup_fractions(lines)
+    s["dup_line_frac"], s["dup_line_char_frac"] = _dup_fractions(view.lines)
     s["dup_para_frac"], s["dup_para_char_frac"] = _dup_fractions(paras)
     for n in top_ns:
-        s[f"top_{n}gram_char_frac"] = _top_ngram_frac(words, n, total)
+        s[f"top_{n}gram_char_frac"] = _top_ngram_frac(view, n, total)
     for n in dup_ns:
-        s[f"dup_{n}gram_char_frac"] = _dup_ngram_frac(words, n, total)
+        s[f"dup_{n}gram_char_frac"] = _dup_ngram_frac(view, n, total)
     return s
 
 
@@ -258,8 +287,14 @@ class GopherRepetition:
     def __call__(self, batch: Batch) -> Batch:
         c = self.cfg
         top_ns, dup_ns = list(c.max_top_ngram_char_frac), list(c.max_dup_ngram_char_frac)
-        scores = [repetition_scores(str(t), top_ns, dup_ns) for t in batch[c.text_column]]
-        return _apply(batch, scores, self.verdict, self.name)
+
+        def score(view: TextView, row: int) -> dict[str, float]:
+            return repetition_scores(view, top_ns, dup_ns)
+
+        keys = ["dup_line_frac", "dup_line_char_frac", "dup_para_frac", "dup_para_char_frac",
+                *(f"top_{n}gram_char_frac" for n in top_ns),
+                *(f"dup_{n}gram_char_frac" for n in dup_ns)]  # fmt: skip
+        return _apply(batch, c.text_column, c.score_dropped, score, keys, self.verdict, self.name)
 
 
 # ------------------------------------------------------------------------------------ C4
@@ -279,6 +314,8 @@ class C4QualityConfig:
     Skipped on purpose: the "bad words" page rule (the `toxicity` step scores it), the
       three-sentence-span dedup (the dedup step), the langdetect English filter (the
       `language` step) and TFDS's citation "[1]" removal.
+    score_dropped: also score rows an earlier step dropped (`step.py`; their text is
+      never rewritten).
     """
 
     text_column: str = "text"
@@ -296,15 +333,20 @@ class C4QualityConfig:
     drop_lorem_ipsum: bool = True
     drop_curly_bracket: bool = True
     rewrite: bool = True
+    score_dropped: bool = False
 
 
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
 
 
-def c4_clean(text: str, cfg: C4QualityConfig) -> tuple[str, dict[str, float]]:
-    """The kept lines of `text` joined by "\\n", and the C4 statistics."""
+C4_KEYS = ["lines_kept_frac", "lines_no_terminal_punct", "lines_short", "lines_javascript",
+           "lines_policy", "sentences", "lorem_ipsum", "curly_bracket"]  # fmt: skip
+
+
+def c4_clean(view: TextView, cfg: C4QualityConfig) -> tuple[str, dict[str, float]]:
+    """The kept lines of `view`'s text joined by "\\n", and the C4 statistics."""
     kept, removed = [], Counter[str]()
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    text, lines = view.text, view.lines
     for line in lines:
         low = line.lower()
         if not line.endswith(cfg.terminal_punctuation):
@@ -350,110 +392,17 @@ class C4Quality:
         return "c4:min_sentences" if s["sentences"] < c.min_sentences else ""
 
     def __call__(self, batch: Batch) -> Batch:
-        column = self.cfg.text_column
-        cleaned = [c4_clean(str(t), self.cfg) for t in batch[column]]
-        out = _apply(batch, [s for _, s in cleaned], self.verdict, self.name)
-        if self.cfg.rewrite:  # dropped rows keep their original text for the quarantine
-            texts = [
-                clean if keep else str(t)
-                for (clean, _), t, keep in zip(cleaned, batch[column], alive(out), strict=True)
-            ]
-            out[column] = np.asarray(texts, dtype=object)
-        return out
-
-
-# ----------------------------------------------------------------------------------- OCR
-
-
-@dataclass(frozen=True)
-class OCRQualityConfig:
-    """OCRoscope-style consistency score (segment/window sizes are OCRoscope's).
-
-    segment_words: 7 words per segment (OCRoscope); scripts without spaces (mean "word"
-      longer than 15 characters) are cut into `segment_chars` = 20-character segments (ours).
-    min_letter_ratio: 0.3; segments with at most this share of letters are counted as
-      numeric (`ocr_numeric_ratio`) and not language-checked (OCRoscope).
-    max_segments: 1000 segments, taken evenly spaced (OCRoscope samples 1000).
-    window_words / min_window_share: 1000-word windows; document languages are those that
-      win more than 20% of the windows (OCRoscope), plus the `lang` column's value if any.
-    min_segment_confidence: 0.5 (ours): a segment agrees only if its top language is a
-      document language with at least this py3langid probability.
-    min_consistency: drop with `ocr:inconsistent` below this score (None: never).
-    """
-
-    text_column: str = "text"
-    lang_column: str = "lang"
-    segment_words: int = 7
-    segment_chars: int = 20
-    min_letter_ratio: float = 0.3
-    max_segments: int = 1000
-    window_words: int = 1000
-    min_window_share: float = 0.2
-    min_segment_confidence: float = 0.5
-    min_consistency: float | None = None
-
-
-def _segments(text: str, cfg: OCRQualityConfig) -> list[str]:
-    words = text.split()
-    if words and len(text) / len(words) > 15:  # no word spacing (CJK): character windows
-        chars = "".join(words)
-        return [chars[i : i + cfg.segment_chars] for i in range(0, len(chars), cfg.segment_chars)]
-    n = cfg.segment_words
-    return [" ".join(words[i : i + n]) for i in range(0, len(words), n)]
-
-
-def ocr_scores(text: str, doc_lang: str | None, cfg: OCRQualityConfig) -> dict[str, float]:
-    """`segments`, `numeric_ratio` and `consistency` (share of language-checked segments
-    whose language is a document language; 1.0 when no segment can be checked)."""
-    identifier = load_identifier()
-    segments = _segments(text, cfg)
-    if len(segments) > cfg.max_segments:
-        picks = np.linspace(0, len(segments) - 1, cfg.max_segments).round().astype(int)
-        segments = [segments[i] for i in picks]
-    wordy = [
-        s for s in segments if sum(c.isalpha() for c in s) / max(1, len(s)) > cfg.min_letter_ratio
-    ]
-    words = text.split()
-    windows = [
-        " ".join(words[i : i + cfg.window_words]) for i in range(0, len(words), cfg.window_words)
-    ]
-    votes = Counter(identify(w, identifier)[0] for w in windows)
-    doc_langs = {lang for lang, k in votes.items() if k / len(windows) > cfg.min_window_share}
-    if doc_lang:
-        doc_langs.add(doc_lang)
-    agree = 0
-    for segment in wordy:
-        lang, confidence = identify(segment, identifier)
-        agree += lang in doc_langs and confidence >= cfg.min_segment_confidence
-    return {
-        "segments": float(len(segments)),
-        "numeric_ratio": 1 - len(wordy) / len(segments) if segments else 0.0,
-        "consistency": agree / len(wordy) if wordy else 1.0,
-    }
-
-
-class OCRQuality:
-    """Step `ocr` (stateful: holds the py3langid model): columns `ocr_segments`,
-    `ocr_numeric_ratio`, `ocr_consistency`; reason `ocr:inconsistent` when
-    `min_consistency` is set and the consistency is below it."""
-
-    name: ClassVar[str] = "ocr"
-    stateful: ClassVar[bool] = True
-
-    def __init__(self, cfg: OCRQualityConfig | None = None) -> None:
-        self.cfg = cfg or OCRQualityConfig()
-        self.identifier = load_identifier()  # loaded here, in the actor, not per batch
-
-    def verdict(self, s: dict[str, float]) -> str:
-        limit = self.cfg.min_consistency
-        return "ocr:inconsistent" if limit is not None and s["consistency"] < limit else ""
-
-    def __call__(self, batch: Batch) -> Batch:
         c = self.cfg
-        texts = batch[c.text_column]
-        langs = batch.get(c.lang_column, [None] * len(texts))
-        scores = [
-            ocr_scores(str(t), str(lang) if lang else None, c)
-            for t, lang in zip(texts, langs, strict=True)
-        ]
-        return _apply(batch, scores, self.verdict, self.name)
+        rows = scored_rows(batch, c.score_dropped)
+        cleaned = [c4_clean(v, c) for v in views(batch, c.text_column, rows)]
+        scores = [s for _, s in cleaned]
+        out = judge(add_scores(batch, rows, scores, C4_KEYS, self.name), rows, scores,
+                    self.verdict)  # fmt: skip
+        if c.rewrite:  # dropped rows keep their original text for the quarantine
+            texts = np.array(batch[c.text_column], dtype=object)
+            keep = alive(out)
+            for i, (clean, _) in zip(rows, cleaned, strict=True):
+                if keep[i] and clean != texts[i]:  # unchanged text keeps its cached view
+                    texts[i] = clean
+            out[c.text_column] = texts
+        return out

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import ray
 from ray.data.datasource import FileBasedDatasource
 
@@ -62,6 +63,14 @@ TEXT_NOT_STRING = "field:text_not_string"
 MISSING_COLLECTION = "field:missing_collection"
 INVALID_COLLECTION = "field:invalid_collection"
 OVERSIZE = "size:oversize"
+PARQUET_INVALID = "parquet:invalid"
+PARQUET_BLOCK_ROWS = 1024
+"""Rows per block of the parquet reader (Ray Data's default batch size): 1-20 MB of text at
+1-20 KB per document."""
+
+DOCS_COUNTED = "input records: jsonl lines (blank and malformed ones too), parquet rows, files"
+"""What `docs_per_s` divides, on our side (rows read = kept + dropped + rejected) and on the
+DataTrove peer's (`jsonl_records` of its input files), so the two rates compare."""
 
 STATUSES = (*OPEN_STATUSES, "copyleft", "proprietary", "unknown")
 TEXT_EXTENSIONS = (".txt", ".md", ".rst", ".html", ".htm")
@@ -262,6 +271,27 @@ def jsonl_rows(path: str, data: bytes, cfg: ReaderConfig) -> list[dict]:
     return rows
 
 
+def jsonl_records(path: str) -> int:
+    """How many rows `jsonl_rows` makes of a jsonl(.gz) file, counted without parsing: its
+    lines (a trailing newline adds none; blank and malformed lines count), or 1 for a .gz
+    that does not decompress (its one `gzip:invalid` reject).
+
+    This is the document count both sides of the DataTrove comparison divide by
+    (`DOCS_COUNTED`): DataTrove's reader silently skips lines that are not JSON or carry
+    no text, so its own document count is smaller than ours on the same files.
+    """
+    opener: Callable[..., Any] = gzip.open if path.lower().endswith(".gz") else open
+    lines, last = 0, b"\n"
+    try:
+        with opener(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except (OSError, EOFError, zlib.error):
+        return 1
+    return lines + (last != b"\n")
+
+
 class _HTMLText(HTMLParser):
     """Visible text of an HTML page: script/style/template content removed, a newline at
     each block element so paragraphs stay apart for the line-based quality heuristics."""
@@ -367,18 +397,58 @@ def read_code_tree(
     return _read_raw(files).map_batches(fn, batch_size=cfg.batch_files, batch_format="numpy")
 
 
+def parquet_rows(
+    source: Any, path: str, cfg: ReaderConfig, rows_per_block: int = PARQUET_BLOCK_ROWS
+) -> Iterator[pa.Table]:
+    """Reader tables of one parquet file (`source`: a path or a random-access file),
+    `rows_per_block` rows each, every row numbered by its 1-based position in the file
+    (`line`).
+
+    The row number makes `(source_path, line)` unique per row, which both dedups rely on:
+    without it two identical rows of one file shared their whole key, so exact dedup could
+    not tell which to keep and kept both, and near dedup merged them into one node. A file
+    that is not parquet, or breaks part-way, gives one `parquet:invalid` reject at the
+    first row it could not read (the error as raw), so rows in = good + rejected.
+    """
+    number = 0
+    try:
+        for batch in pq.ParquetFile(source).iter_batches(batch_size=rows_per_block):
+            records = batch.to_pylist()
+            yield to_table([record_row(r, path, number + i, cfg)
+                            for i, r in enumerate(records, start=1)])  # fmt: skip
+            number += len(records)
+    except (OSError, pa.ArrowException) as err:
+        yield to_table([reject_row(path, number + 1, PARQUET_INVALID,
+                                   f"{type(err).__name__}: {err}", cfg.raw_chars)])  # fmt: skip
+
+
+class _ParquetRows(FileBasedDatasource):
+    """Reader rows of parquet files, one read task per file, streamed in blocks of
+    `PARQUET_BLOCK_ROWS` rows (see `parquet_rows`).
+
+    Ray's own `read_parquet` numbers no rows (its `row_hash` is a hash, not a position) and
+    fails the whole read on one corrupt file; this reads each file in one task, so row
+    numbers count from the file's first row whatever the block boundaries."""
+
+    def __init__(self, files: list[str], cfg: ReaderConfig) -> None:
+        super().__init__(files)
+        self.cfg = cfg
+
+    def _open_input_source(self, filesystem: Any, path: str, **open_args: Any) -> pa.NativeFile:
+        return filesystem.open_input_file(path)  # parquet needs random access (its footer)
+
+    def _read_stream(self, f: pa.NativeFile, path: str) -> Iterator[pa.Table]:
+        yield from parquet_rows(f, path, self.cfg)
+
+
 def read_parquet_docs(
     paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()
 ) -> ray.data.Dataset:
-    """Parquet files (Common Corpus ships 10,000 of them) -> rows in `READ_FIELDS`.
-    Rows whose text column is missing or null are rejected `field:missing_text`."""
+    """Parquet files (Common Corpus ships 10,000 of them) -> rows in `READ_FIELDS`, `line`
+    = the row's 1-based number in its file. Rows whose text column is missing or null are
+    rejected `field:missing_text`; an unreadable file `parquet:invalid` (`parquet_rows`)."""
     files = resolve_inputs(paths, [".parquet"])
-
-    def udf(batch: pa.Table) -> pa.Table:
-        records = batch.to_pylist()
-        return to_table([record_row(r, str(r.pop("path")), None, cfg) for r in records])
-
-    return ray.data.read_parquet(files, include_paths=True).map_batches(udf, batch_format="pyarrow")
+    return ray.data.read_datasource(_ParquetRows(files, cfg))
 
 
 def split_rejects(ds: ray.data.Dataset) -> tuple[ray.data.Dataset, ray.data.Dataset]:

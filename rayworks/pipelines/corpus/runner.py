@@ -23,8 +23,11 @@ Execution: every step runs in one actor-pool stage of `cpus` actors (`StepChain`
 tokenizer count in another; Ray Data's CPU budget is set to `cpus`. Exact dedup collects
 `(id, source_path, line)` of live rows on the driver (a few dozen bytes per document) and
 keeps, per id, the row of the smallest `(source_path, line)`, so the kept copy does not
-depend on block order. Rows with the same id *and* the same key (parquet rows carry no
-line) cannot be told apart and are all kept.
+depend on block order. Every reader gives each row a key of its own (jsonl: the line,
+parquet: the row number in its file, text and code: one document per file), so of N
+copies exactly one is kept. Only rows that share id *and* key cannot be told apart (an
+input repeating a prebuilt row's `source_path` and `line`, as `sources.py` writes them);
+they are all kept.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ import ray
 from ray.data._internal.execution.interfaces import ExecutionResources
 
 from rayworks.errors import RayworksError
-from rayworks.pipelines.corpus import readers
-from rayworks.pipelines.corpus.code_quality import CodeQuality
+from rayworks.pipelines.corpus import readers, textview
+from rayworks.pipelines.corpus.code_quality import CodeQuality, CodeQualityConfig
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.datasheet import write_datasheet
 from rayworks.pipelines.corpus.language import LanguageId, LanguageIdConfig
@@ -66,12 +69,14 @@ from rayworks.pipelines.corpus.neardup import (
     near_duplicates,
 )
 from rayworks.pipelines.corpus.normalize import Normalize
-from rayworks.pipelines.corpus.pii_step import PIIRedaction
+from rayworks.pipelines.corpus.pii_step import PIIRedaction, redact_rejects
 from rayworks.pipelines.corpus.quality import (
     C4Quality,
+    C4QualityConfig,
     GopherQuality,
     GopherQualityConfig,
     GopherRepetition,
+    GopherRepetitionConfig,
     OCRQuality,
     OCRQualityConfig,
 )
@@ -250,24 +255,27 @@ def resolve_inputs(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], str, 
 
 def build_steps(cfg: CorpusConfig) -> list[Callable[[Batch], Batch]]:
     """Every scoring step, in `STEP_ORDER`, configured from `cfg`."""
+    every = cfg.score_dropped  # score rows already dropped too (analysis; `step.py`)
     lang_cfg = LanguageIdConfig(
         allowed=tuple(cfg.languages) if cfg.languages else None,
-        min_confidence=cfg.language_min_confidence,
-    )
+        min_confidence=cfg.language_min_confidence, max_chars=cfg.language_max_chars,
+        score_dropped=every)  # fmt: skip
     steps: list[Callable[[Batch], Batch]] = [
         Normalize(), LicenseGate(cfg.open_only), LanguageId(lang_cfg),
-        SkipCollections(GopherQuality(GopherQualityConfig(min_words=cfg.gopher_min_words))),
+        SkipCollections(GopherQuality(GopherQualityConfig(min_words=cfg.gopher_min_words,
+                                                          score_dropped=every))),
     ]  # fmt: skip
     if cfg.repetition:
-        steps.append(SkipCollections(GopherRepetition()))
+        steps.append(SkipCollections(GopherRepetition(GopherRepetitionConfig(score_dropped=every))))
     if cfg.c4:
-        steps.append(SkipCollections(C4Quality()))
+        steps.append(SkipCollections(C4Quality(C4QualityConfig(score_dropped=every))))
     steps += [
-        CodeQuality(),
-        SkipCollections(OCRQuality(OCRQualityConfig(min_consistency=cfg.ocr_min_consistency))),
-        Toxicity(ToxicityConfig(max_score=cfg.toxicity_max_score)),
+        CodeQuality(CodeQualityConfig(score_dropped=every)),
+        SkipCollections(OCRQuality(OCRQualityConfig(min_consistency=cfg.ocr_min_consistency,
+                                                    score_dropped=every))),
+        Toxicity(ToxicityConfig(max_score=cfg.toxicity_max_score, score_dropped=every)),
         PIIRedaction(),
-    ]
+    ]  # fmt: skip
     if cfg.near_dedup:
         steps.append(MinHashSignature(near_dup_config(cfg)))
     return steps
@@ -289,15 +297,19 @@ class StepChain:
     Its input is always materialized and its output materialized before any other stage
     runs: a pool of `cpus` actors holds the whole CPU budget, so a task stage before or
     after it in the same execution would wait forever for a CPU.
+    The chain gives each batch a shared text view (`textview.py`: words, lines, word ids
+    and character counts of each row, built on first use and reused by every later step)
+    and removes it before the batch leaves the actor.
     """
 
     def __init__(self, cfg: CorpusConfig) -> None:
         self.steps = build_steps(cfg)
 
     def __call__(self, batch: Batch) -> Batch:
+        batch = textview.attach(batch)
         for step in self.steps:
             batch = step(batch)
-        return batch
+        return textview.detach(batch)
 
 
 def score(good: ray.data.Dataset, cfg: CorpusConfig) -> ray.data.Dataset:
@@ -325,8 +337,10 @@ def run_unit(unit: Unit, fmt: str, cfg: CorpusConfig, work: WorkDir, out: Path) 
     scored_dir, reject_dir = work.root / "scored" / unit.name, out / "rejects" / unit.name
     tmp_scored, tmp_rejects = atomic_dir(scored_dir), atomic_dir(reject_dir)
     score(good, cfg).materialize().write_parquet(str(tmp_scored))
-    # rejects are few and small (raw input is truncated): one pass, written here
-    parts = [b for b in rejects.iter_batches(batch_format="pyarrow", batch_size=None) if len(b)]
+    # rejects are few and small (raw input is truncated): one pass, written here, their raw
+    # input PII-redacted like the corpus itself
+    batches = rejects.iter_batches(batch_format="pyarrow", batch_size=None)
+    parts = [redact_rejects(b) for b in batches if len(b)]
     if parts:
         pq.write_table(pa.concat_tables(parts), tmp_rejects / "rejects.parquet")
     rejected = Counter(r for b in parts for r in b["reason"].to_pylist())
@@ -393,9 +407,9 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
         cpu=cfg.cpus
     )
     out = ctx.artifacts_dir
-    work = WorkDir(out / "work")
+    work = WorkDir(out / "work", outputs=[out / "rejects"])
     units = plan_units(paths, cfg.unit_bytes)
-    todo = work.adopt(units)
+    todo = work.adopt(units, cfg.resume_settings())  # a resume under other settings raises
     ctx.progress(len(units) + 1, "corpus")
     for unit in todo:
         run_unit(unit, fmt, cfg, work, out)
@@ -452,6 +466,7 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
         "in": total, "kept": kept, "dropped": n_dropped, "rejected": n_rejected,
         "kept_share": kept / total if total else 0.0, "seconds": seconds,
         "docs_per_s": total / seconds if seconds > 0 else 0.0,
+        "docs_counted": readers.DOCS_COUNTED,  # the DataTrove peer divides the same count
         "mb_per_s": in_bytes / 2**20 / seconds if seconds > 0 else 0.0,
         "kept_tokens": int(stats.loc[stats["drop_reason"] == "", "tokens"].sum()),
         "duplicate_ids": dedup_stats["exact_duplicate_ids"],

@@ -11,7 +11,8 @@ Row columns (`ROW_FIELDS`, Arrow types in `ROW_SCHEMA`):
 - `text`: the document as read (normalisation is a later step, which keeps the id).
 - `collection`: one of Common Corpus's six (`COLLECTIONS`).
 - `source`, `source_path`, `line`: the dataset or package, the file, and the 1-based line
-  (jsonl) or None (one document per file, parquet rows).
+  (jsonl) or row number (parquet), or None (one document per file). With the path it makes
+  a row's key unique, which exact and near dedup rely on to keep exactly one copy.
 - `license` (SPDX id, `LicenseRef-Public-Domain` or None), `license_status`,
   `license_evidence` (the exact field or line), `license_source` (where it was read),
   `license_confidence`: a `licenses.LicenseEvidence`, flattened.
@@ -69,7 +70,7 @@ READ_SCHEMA = ROW_SCHEMA.append(pa.field("reject_reason", pa.string())).append(
 )
 READ_FIELDS = tuple(READ_SCHEMA.names)
 REJECT_FIELDS = ("source_path", "line", "reason", "raw")
-"""A rejected input row: file, 1-based line (None for whole files and parquet rows),
+"""A rejected input row: file, 1-based line or parquet row (None for whole files),
 reason ("<kind>:<rule>", e.g. "json:invalid") and the raw input, truncated."""
 
 NO_EVIDENCE = "no license evidence given"

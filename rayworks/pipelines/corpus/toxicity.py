@@ -17,7 +17,9 @@ Matching is whole-word (Unicode `\\b` boundaries), case-insensitive. The list is
 the row's `lang` column (from the `language` step); rows of a language without a list, or
 batches without a `lang` column, are matched against all lists together.
 
-Columns: `toxicity_hits` (matches), `toxicity_score` (matches per 1000 whitespace words).
+Columns: `toxicity_hits` (matches), `toxicity_score` (matches per 1000 whitespace words,
+counted by the batch's shared text view, `textview.py`), for the live rows (rows an
+earlier step dropped get null / NaN unless `score_dropped`; see `step.py`).
 Reason `toxicity:words` when `max_score` is set and the score exceeds it (off by default;
 `max_score=0.0` reproduces C4's "drop any page with a listed word").
 """
@@ -31,7 +33,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from rayworks.pipelines.corpus.step import Batch, alive, drop
+from rayworks.pipelines.corpus.step import Batch, add_scores, judge, scored_rows
+from rayworks.pipelines.corpus.textview import TextView, views
 
 WORDS = "toxicity:words"
 ALL = "*"
@@ -64,12 +67,14 @@ class ToxicityConfig:
     """text_column / lang_column: the text and its language (from the `language` step).
     languages: word lists to load (None: every shipped list, see `available_languages`).
     max_score: drop above this many hits per 1000 words (None: never; 0.0 is C4's rule).
+    score_dropped: also score rows an earlier step dropped (`step.py`).
     """
 
     text_column: str = "text"
     lang_column: str = "lang"
     languages: tuple[str, ...] | None = None
     max_score: float | None = None
+    score_dropped: bool = False
 
 
 class Toxicity:
@@ -90,25 +95,24 @@ class Toxicity:
         self.patterns = {lang: compile_wordlist(words) for lang, words in lists.items()}
         self.patterns[ALL] = compile_wordlist([w for words in lists.values() for w in words])
 
-    def score(self, text: str, lang: str | None) -> tuple[int, float]:
-        """(hits, hits per 1000 words) of `text` with the list of `lang` (or all lists)."""
+    def score(self, text: str | TextView, lang: str | None) -> tuple[int, float]:
+        """(hits, hits per 1000 words) of a text with the list of `lang` (or all lists)."""
+        view = text if isinstance(text, TextView) else TextView(text)
         pattern = self.patterns.get(lang or ALL, self.patterns[ALL])
-        hits = len(pattern.findall(text))
-        return hits, 1000.0 * hits / max(1, len(text.split()))
+        hits = len(pattern.findall(view.text))
+        return hits, 1000.0 * hits / max(1, len(view.words))
 
     def __call__(self, batch: Batch) -> Batch:
         c = self.cfg
-        texts = batch[c.text_column]
-        langs = batch.get(c.lang_column, [None] * len(texts))
-        scores = [self.score(str(t), lang) for t, lang in zip(texts, langs, strict=True)]
-        out = {
-            **batch,
-            "toxicity_hits": np.asarray([h for h, _ in scores], dtype=np.int64),
-            "toxicity_score": np.asarray([s for _, s in scores], dtype=np.float64),
-        }
-        limit = c.max_score
-        verdicts = [
-            WORDS if keep and limit is not None and s > limit else ""
-            for (_, s), keep in zip(scores, alive(batch), strict=True)
+        rows = scored_rows(batch, c.score_dropped)
+        langs = batch.get(c.lang_column)
+        scores = [
+            self.score(v, langs[i] if langs is not None else None)
+            for v, i in zip(views(batch, c.text_column, rows), rows, strict=True)
         ]
-        return drop(out, verdicts)
+        out = add_scores(batch, rows, [{"hits": h} for h, _ in scores], ["hits"], self.name,
+                         dtype=np.int64)  # fmt: skip
+        out = add_scores(out, rows, [{"score": s} for _, s in scores], ["score"], self.name)
+        limit = c.max_score
+        return judge(out, rows, scores,
+                     lambda hs: WORDS if limit is not None and hs[1] > limit else "")  # fmt: skip

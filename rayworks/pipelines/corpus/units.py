@@ -9,9 +9,13 @@ either complete with a marker, or absent (a leftover `*.tmp` folder or an unmark
 deleted at the next start). This is DataTrove's per-rank completion marker, applied to
 units of input files rather than to ranks.
 
-The plan (which files make which unit) is written once, as `plan.json`; a resumed run must
-see the same input files or it stops with an error naming the difference, because a
-marker would otherwise vouch for rows of files it never read.
+The plan (which files make which unit, and the settings the units are scored under) is
+written once, as `plan.json`; a resumed run must see the same input files and the same
+settings, or it stops with an error naming the difference, because a marker would
+otherwise vouch for rows of files it never read, or mix rows scored under two settings
+(say two Gopher word floors, or two MinHash shapes whose signatures never compare) in one
+output. The settings are what the runner passes: the config fields that change scored
+rows, and the pipeline version (`CorpusConfig.resume_settings`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,40 +59,89 @@ def plan_units(paths: list[str], unit_bytes: int) -> list[Unit]:
     return units
 
 
-def plan_digest(units: list[Unit]) -> str:
-    """A hash of the plan: unit names, files and sizes."""
-    blob = json.dumps([asdict(u) for u in units], sort_keys=True).encode()
+def plan_digest(units: list[Unit], settings: Mapping[str, Any]) -> str:
+    """A hash of the plan: unit names, files and sizes, and the settings."""
+    blob = json.dumps({"units": [asdict(u) for u in units], "settings": settings},
+                      sort_keys=True, default=str).encode()  # fmt: skip
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-class WorkDir:
-    """The run's `work/` folder: `plan.json`, per-unit markers and per-unit parquet."""
+def _dotted(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested settings -> {"a.b": leaf}."""
+    if not isinstance(tree, Mapping):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out |= _dotted(value, f"{prefix}.{key}" if prefix else str(key))
+    return out
 
-    def __init__(self, root: Path) -> None:
+
+def setting_differences(was: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """`key: old -> new` for every dotted key whose value differs (absent on one side
+    included), sorted by key."""
+    old, new = (_dotted(json.loads(json.dumps(x, default=str))) for x in (was, now))
+    differ = sorted(k for k in old.keys() | new.keys() if old.get(k, ...) != new.get(k, ...))
+    return [f"{k}: {old.get(k, '(absent)')!r} -> {new.get(k, '(absent)')!r}" for k in differ]
+
+
+class WorkDir:
+    """The run's `work/` folder: `plan.json`, per-unit markers and per-unit parquet
+    (`work/scored/<unit>`). `outputs` are further folders that hold one `<unit>` folder
+    per unit (the runner's `rejects/`), cleaned up alike when a unit has no marker."""
+
+    def __init__(self, root: Path, outputs: Sequence[Path] = ()) -> None:
         self.root = root
         self.markers = root / "units"
+        self.unit_parents = (root / "scored", *outputs)
 
-    def adopt(self, units: list[Unit]) -> list[Unit]:
-        """Write the plan, or check it against the one a killed run left; clean up
-        partial writes; return the units that still have to run."""
+    def adopt(self, units: list[Unit], settings: Mapping[str, Any]) -> list[Unit]:
+        """Write the plan, or check it against the one a killed run left (the same
+        settings, then the same files, else RayworksError naming what differs); delete
+        partial writes (`*.tmp`) and the folders of every unit without a marker; return
+        the units that still have to run."""
         self.markers.mkdir(parents=True, exist_ok=True)
         plan_path = self.root / "plan.json"
-        digest = plan_digest(units)
+        digest = plan_digest(units, settings)
         if plan_path.exists():
-            old = json.loads(plan_path.read_text())
-            if old["digest"] != digest:
-                raise RayworksError(
-                    f"cannot resume: the input files differ from the run's plan {plan_path} "
-                    f"({old['units']} units, digest {old['digest']}; now {len(units)} units, "
-                    f"digest {digest}). Start a new run for new inputs."
-                )
+            self._check(json.loads(plan_path.read_text()), plan_path, units, settings, digest)
         else:
-            plan_path.write_text(json.dumps(
-                {"digest": digest, "units": len(units), "plan": [asdict(u) for u in units]},
-                indent=1))  # fmt: skip
+            plan = {"digest": digest, "units": len(units), "settings": settings,
+                    "plan": [asdict(u) for u in units]}  # fmt: skip
+            plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True, default=str))
+        todo = [u for u in units if not self.done(u)]
+        for parent in self.unit_parents:
+            for stale in [*parent.glob("*.tmp"), *(parent / u.name for u in todo)]:
+                shutil.rmtree(stale, ignore_errors=True)
         for tmp in self.root.rglob("*.tmp"):
             shutil.rmtree(tmp, ignore_errors=True)
-        return [u for u in units if not self.done(u)]
+        for part in self.markers.glob("*.part"):  # a marker killed while being written
+            part.unlink()
+        return todo
+
+    @staticmethod
+    def _check(old: dict, plan_path: Path, units: list[Unit], settings: Mapping[str, Any],
+               digest: str) -> None:  # fmt: skip
+        """Raise unless the recorded plan is this one; name the settings that differ."""
+        if "settings" not in old:
+            raise RayworksError(
+                f"cannot resume: the run's plan {plan_path} records no settings (written by "
+                "an older rayworks), so its units may have been scored differently. Start a "
+                "new run."
+            )
+        if old["digest"] == digest:
+            return
+        differ = setting_differences(old["settings"], settings)
+        if differ:
+            raise RayworksError(
+                f"cannot resume: the settings differ from the run's plan {plan_path} "
+                f"({'; '.join(differ)}); its finished units were scored under the old ones. "
+                "Resume without changing them, or start a new run for the new settings."
+            )
+        raise RayworksError(
+            f"cannot resume: the input files differ from the run's plan {plan_path} "
+            f"({old['units']} units, digest {old['digest']}; now {len(units)} units, "
+            f"digest {digest}). Start a new run for new inputs."
+        )
 
     def done(self, unit: Unit) -> bool:
         return (self.markers / f"{unit.name}.json").exists()

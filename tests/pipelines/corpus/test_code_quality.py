@@ -1,5 +1,7 @@
 """CodeQuality: The Stack / StarCoder file filters on hand-made source files."""
 
+import math
+
 from rayworks.pipelines.corpus.code_quality import CodeQuality, CodeQualityConfig
 from rayworks.pipelines.corpus.step import DROP, drop
 
@@ -45,4 +47,8 @@ def test_only_code_collection_judged_and_first_reason_wins() -> None:
     }
     out = CodeQuality()(drop(batch, ["", "", "license:closed"]))
     assert list(out[DROP]) == ["code:long_lines", "", "license:closed"]
-    assert list(out["code_max_line_length"]) == [1200.0] * 3  # scored anyway
+    assert list(out["code_max_line_length"][:2]) == [1200.0] * 2  # web rows: scored anyway
+    assert math.isnan(out["code_max_line_length"][2]) and out["code_generated"][2] is None
+    every = CodeQuality(CodeQualityConfig(score_dropped=True))(drop(batch, ["", "", "x:y"]))
+    assert list(every["code_max_line_length"]) == [1200.0] * 3
+    assert list(every[DROP]) == ["code:long_lines", "", "x:y"]

@@ -67,7 +67,8 @@ def test_peer_drops_short_docs_and_near_duplicates(tmp_path: Path):
     assert summary["dropped_gopher"] == summary["dropped_gopher_short_doc"] == 2
     assert summary["dropped_minhash"] == 2
     assert summary["dropped_language"] == summary["dropped_repetition"] == 0
-    assert summary["in"] == summary["kept"] + summary["dropped"]
+    assert summary["in"] == summary["read"] == summary["kept"] + summary["dropped"]
+    assert summary["rejected"] == 0
     assert summary["kept_share"] == pytest.approx(3 / 7)
     assert summary["docs_per_s"] > 0 and summary["mb_per_s"] > 0 and summary["text_mb_per_s"] > 0
     assert summary["files"] == 2 and summary["word_tokenizer"].startswith("str.split")
@@ -77,6 +78,57 @@ def test_peer_drops_short_docs_and_near_duplicates(tmp_path: Path):
     assert len(texts) == 3 and prose(2) in texts and prose(1) in texts
     assert (prose(0) in texts) != (near_copy(prose(0)) in texts)  # one of the pair survives
     assert all(r["metadata"]["language"] == "en" for r in kept)
+
+
+def write_with_bad_lines(folder: Path) -> Path:
+    """Three documents, then a blank line, a line that is not JSON and one without text:
+    our reader rejects the last three, DataTrove's reader skips them."""
+    folder.mkdir(parents=True)
+    path = folder / "a.jsonl"
+    write_jsonl(path, [prose(0), prose(1), "Far too short to keep."])
+    with path.open("a") as f:
+        f.write("\n{not json\n" + json.dumps({"title": "no text"}) + "\n")
+    return path
+
+
+def test_peer_divides_the_same_document_count_as_ours(tmp_path: Path):
+    """docs/s on both sides divides the input records (`DOCS_COUNTED`): every jsonl line,
+    also those DataTrove's reader skips, which count as `rejected`, as ours rejects them."""
+    from rayworks.pipelines.corpus import readers
+
+    path = write_with_bad_lines(tmp_path / "in")
+    cfg = DatatroveConfig(inputs=[str(path.parent)], cpus=1)
+    summary = run(cfg, RunContext.create("corpus_datatrove", cfg, runs_dir=tmp_path / "runs"))
+
+    ours = readers.jsonl_rows(str(path), path.read_bytes(), readers.ReaderConfig(collection="web"))
+    assert summary["in"] == len(ours) == 6
+    assert summary["rejected"] == sum(bool(r["reject_reason"]) for r in ours) == 3
+    assert (summary["read"], summary["kept"], summary["dropped"]) == (3, 2, 1)
+    assert summary["in"] == summary["kept"] + summary["dropped"] + summary["rejected"]
+    assert summary["docs_per_s"] == pytest.approx(6 / summary["seconds"])
+    assert summary["docs_counted"] == readers.DOCS_COUNTED
+
+
+def test_ours_and_the_peer_count_the_same_documents(ray_session, tmp_path: Path):
+    """Both pipelines on one file with bad lines: the same `in`, named alike, and each
+    `docs_per_s` is that count over its own seconds."""
+    from rayworks.pipelines.corpus.config import CorpusConfig
+    from rayworks.pipelines.corpus.runner import run_corpus
+    from rayworks.platform.config import build_config
+
+    path = write_with_bad_lines(tmp_path / "in")
+    overrides = [f"inputs=[{path}]", "cpus=1", "batch_size=4"]
+    cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
+    ours = run_corpus(cfg, RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs"))
+    peer_cfg = DatatroveConfig(inputs=[str(path)], cpus=1)
+    peer = run(
+        peer_cfg, RunContext.create("corpus_datatrove", peer_cfg, runs_dir=tmp_path / "runs")
+    )
+
+    assert ours["in"] == peer["in"] == 6 and ours["rejected"] == peer["rejected"] == 3
+    assert ours["docs_counted"] == peer["docs_counted"]
+    for side in (ours, peer):
+        assert side["docs_per_s"] == pytest.approx(side["in"] / side["seconds"])
 
 
 UNPICKLE = """

@@ -1,5 +1,7 @@
 """LanguageId on hand-made en/fr/de/es/ja text: labels, confidence, reasons."""
 
+import math
+
 import pytest
 
 from rayworks.pipelines.corpus.language import (
@@ -40,7 +42,11 @@ def test_allowed_and_min_confidence_reasons() -> None:
     out = step(batch)
     assert list(out[DROP]) == ["", NOT_ALLOWED, LOW_CONFIDENCE, "earlier:rule"]
     assert (NOT_ALLOWED, LOW_CONFIDENCE) == ("language:not_allowed", "language:low_confidence")
-    assert out["lang"][3] == "de"  # dropped rows are still labelled
+    # a row an earlier step dropped is not classified (null label, NaN confidence)...
+    assert out["lang"][3] is None and math.isnan(out["lang_confidence"][3])
+    # ...unless score_dropped asks for every row; its first reason stays
+    every = LanguageId(LanguageIdConfig(allowed=("fr", "en"), score_dropped=True))(batch)
+    assert every["lang"][3] == "de" and list(every[DROP])[3] == "earlier:rule"
     # moving the thresholds changes the verdicts
     loose = LanguageId(LanguageIdConfig(allowed=("fr", "ja")))(batch)
     assert list(loose[DROP]) == ["", "", NOT_ALLOWED, "earlier:rule"]

@@ -98,3 +98,173 @@ def test_phone_regions_follow_the_document_language():
     text = "Appelez le 01 42 68 53 00 demain."  # a Paris number, national format
     assert redact(text, PIIConfig(), "fr")[1]["phone"] == 1
     assert redact(text, PIIConfig(regions=("US", "FR")), "en")[1]["phone"] == 0  # US only
+
+
+# --- misses closed (issue 23, item 7): no-break spaces, non-ASCII emails -----------------
+
+NBSP, NNBSP = "\u00a0", "\u202f"
+
+
+@pytest.mark.parametrize("space", [NBSP, NNBSP])
+def test_french_typography_phone_and_iban_with_no_break_spaces(space):
+    phone = space.join(["01", "23", "45", "67", "89"])
+    intl = space.join(["+33", "1", "23", "45", "67", "89"])
+    iban = space.join(["FR76", "3000", "6000", "0112", "3456", "7890", "189"])
+    text = f"Tél.{NBSP}: {phone} ou {intl}. IBAN{NBSP}: {iban}."
+    out, counts = redact(text, CFG, "fr")
+    assert out == f"Tél.{NBSP}: <PHONE> ou <PHONE>. IBAN{NBSP}: <IBAN>."
+    assert (counts["phone"], counts["iban"]) == (2, 1)
+    # one digit changed: the mod-97 check still decides, separators or not
+    assert redact(text.replace("189", "188"), CFG, "fr")[1]["iban"] == 0
+
+
+def test_no_break_space_joins_one_number_but_two_spaces_part_two():
+    # a table row: the number between two columns is found, the postcode is not a phone
+    row = f"Paris  01{NBSP}23{NBSP}45{NBSP}67{NBSP}89  75001"
+    assert redact(row, CFG, "fr")[0] == "Paris  <PHONE>  75001"
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["élodie.dupont@exemple.fr", "user@bücher.de", "jürgen.groß@straße.de",
+     "иван.петров@пример.рф", "δοκιμή@παράδειγμα.ελ", "info@xn--bcher-kva.de"],
+)  # fmt: skip
+def test_internationalised_emails(address):
+    out, counts = redact(f"Écrire à {address}, merci.", CFG)
+    assert out == "Écrire à <EMAIL>, merci." and counts["email"] == 1
+
+
+def test_email_glued_to_cjk_text_stops_at_the_address():
+    # CJK is written without spaces: the address is found, the words around it are kept
+    assert redact("連絡はinfo@example.co.jpまで", CFG)[0] == "連絡は<EMAIL>まで"
+
+
+# --- false positives (issue 23, item 7): versions, dates, tables ------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "binutils (2.13.90.0.18-1.7) unstable; urgency=low",  # dotted version + revision
+        "gcc-12 (12-20220428-1) unstable; urgency=medium",  # snapshot date + revision
+        "libmnl (0.0.0~20101124-1) experimental",
+        "Build-Depends: debhelper >= 9.20151219",
+        "Reinhold, 1993, ISBN 0-442-01272-1.",
+        "Date:   Thu Jun 14 11:38:32 2018 -0700",  # a git date: seconds, year, offset
+        "ruby 1.9.0 (2004-12-16) [i686-linux]",
+        "Recommendation ITU-T T.871 (05/2011): JPEG File Interchange Format",
+        "Fixing bug #1688954 in window.c",
+        "https://curl.se/mail/lib-2023-01/0070.html",
+        "Clause 252.227-7013 (c) (1) of the Rights in Technical Data",
+        "commit b3807dccab5aee5455137654647c9c083addb",  # a hash with a Luhn-valid run
+    ],
+)
+@pytest.mark.parametrize("lang", [None, "en"])
+def test_version_strings_dates_and_ids_are_not_phones(text, lang):
+    assert redact(text, CFG, lang) == (text, dict.fromkeys(CFG.types, 0))
+
+
+def _random_table(sep: str, seed: int = 0, rows: int = 300) -> str:
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(rows):
+        widths = [rng.choice([4, 5, 6]) for _ in range(8)]
+        lines.append(sep.join(str(rng.randrange(10 ** (w - 1), 10**w)) for w in widths))
+    return "\n".join(lines)
+
+
+def _luhn_runs(text: str) -> int:
+    """What Luhn alone finds: digit runs of 13-19 digits with single spaces or hyphens
+    between digits, first digit 2-6 (the rule before issue 23)."""
+    import re
+
+    runs = re.finditer(r"(?<![\d-])[2-6](?:[ -]?\d){12,18}(?!\d)", text)
+    return sum(luhn_is_valid(re.sub(r"[ -]", "", m.group())) for m in runs)
+
+
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_random_numeric_table_gives_no_card_or_phone_hits(sep):
+    table = _random_table(sep)
+    if sep == " ":
+        assert _luhn_runs(table) >= 10  # the table does fool a Luhn-only rule
+    out, counts = redact(table, CFG)
+    assert out == table and sum(counts.values()) == 0
+
+
+# --- true positives still found ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lang, phone",
+    [
+        ("fr", "01 23 45 67 89"), ("fr", "01.23.45.67.89"), ("fr", "+33 1 23 45 67 89"),
+        ("fr", "06 12 34 56 78"),
+        ("de", "030 12345678"), ("de", "(030) 1234567"), ("de", "+49 (0)30 1234567"),
+        ("de", "089/12345678"),
+        ("en", "(650) 253-0000"), ("en", "650-253-0000"), ("en", "650.253.0000"),
+        ("en", "+1 650-253-0000"), ("en", "020 7946 0958"), ("en", "+44 20 7946 0958"),
+    ],
+)  # fmt: skip
+def test_real_looking_phones_in_their_formats(lang, phone):
+    assert redact(f"Tel: {phone}.", CFG, lang)[0] == "Tel: <PHONE>."
+
+
+def test_phone_extension_is_part_of_the_span():
+    assert redact("call +1 650-253-0000 x123 today", CFG, "en")[0] == "call <PHONE> today"
+
+
+def test_two_numbers_split_by_a_slash():
+    out, counts = redact("06 12 34 56 78 / 01 98 76 54 32", CFG, "fr")
+    assert out == "<PHONE> / <PHONE>" and counts["phone"] == 2
+
+
+@pytest.mark.parametrize(
+    "card",
+    ["4111 1111 1111 1111", "4111-1111-1111-1111", "4012888888881881",  # Visa
+     "5555 5555 5555 4444", "2223 0031 2200 3222",  # Mastercard (51-55, 2221-2720)
+     "3782 822463 10005",  # Amex 4-6-5
+     "6011 1111 1111 1117", "3530 1113 3330 0000",  # Discover, JCB
+     f"4111{NBSP}1111{NBSP}1111{NBSP}1111"],
+)  # fmt: skip
+def test_luhn_valid_cards_with_known_prefixes(card):
+    out, counts = redact(f"Carte {card}, exp. 12/29", CFG)
+    assert out == "Carte <CARD_NUMBER>, exp. 12/29" and counts["card"] == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "7111 1111 1111 1114",  # Luhn-valid, no card network starts with 7
+        "4111 1111 1111 1111 1111 2222",  # part of a longer run of groups
+        "2222 4111 1111 1111 1111",
+        "4111 1111-1111 1111",  # mixed separators
+        "41 1111 1111 1111 11",  # not a card layout
+        "ratio 0.4111111111111111",  # a decimal's digits
+        "3782 822463 10005 9",  # Amex followed by more digits
+    ],
+)
+def test_luhn_valid_digit_runs_that_are_not_cards(text):
+    assert redact(text, PIIConfig(types=("card",)))[1]["card"] == 0
+
+
+def test_overlap_resolution_equals_the_pairwise_rule():
+    """Longest, then `PII_TYPES` order, then leftmost, each kept span overlapping none kept
+    before: the neighbour check gives what the check against every kept span gives."""
+    import random
+
+    from rayworks.pipelines.corpus.pii import PII_TYPES, _non_overlapping
+
+    rng = random.Random(3)
+    for _ in range(300):
+        spans = set()
+        for _ in range(rng.randrange(0, 40)):
+            start = rng.randrange(0, 200)
+            spans.add((start, start + rng.randrange(1, 25), rng.choice(PII_TYPES)))
+        ordered = sorted(spans, key=lambda s: (s[0] - s[1], PII_TYPES.index(s[2]), s[0]))
+        chosen: list = []
+        for s, e, kind in ordered:
+            if all(e <= cs or s >= ce for cs, ce, _ in chosen):
+                chosen.append((s, e, kind))
+        assert _non_overlapping(list(spans)) == sorted(chosen)

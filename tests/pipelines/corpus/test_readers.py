@@ -77,6 +77,54 @@ def test_jsonl_rows_reject_each_bad_line_with_its_reason():
     assert bad_utf8["line"] == 5 and "\\xe9" in bad_utf8["reject_raw"]
 
 
+def test_parquet_rows_are_numbered_per_file_across_blocks(tmp_path: Path):
+    """Identical rows of one parquet file get distinct `line`s (their dedup keys), counted
+    from the file's first row whatever the block and row-group boundaries."""
+    path = tmp_path / "cc.parquet"
+    texts = ["Same words here.", "Same words here.", None, "Other words.", "Same words here."]
+    pq.write_table(pa.table({"text": texts, "collection": ["OpenWeb"] * 5}), path,
+                   row_group_size=2)  # fmt: skip
+    blocks = list(readers.parquet_rows(str(path), str(path), CFG, rows_per_block=2))
+    assert [len(b) for b in blocks] == [2, 2, 1]
+    rows = [r for b in blocks for r in b.to_pylist()]
+    assert [r["line"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["reject_reason"] for r in rows] == ["", "", "field:missing_text", "", ""]
+    same = [(r["source_path"], r["line"]) for r in rows if r["text"] == texts[0]]
+    assert len({r["id"] for r in rows if r["text"] == texts[0]}) == 1
+    assert same == [(str(path), 1), (str(path), 2), (str(path), 5)]  # one key per copy
+
+
+def test_unreadable_parquet_is_one_reject(tmp_path: Path):
+    path = tmp_path / "not.parquet"
+    path.write_bytes(b"PAR1 but not really")
+    (only,) = [r for b in readers.parquet_rows(str(path), str(path), CFG) for r in b.to_pylist()]
+    assert (only["line"], only["reject_reason"]) == (1, readers.PARQUET_INVALID)
+    assert "ArrowInvalid" in only["reject_raw"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\n", b"{}", b"{}\n", b"{}\n\n{bad\n", b"\n".join(JSONL_LINES), b"a\r\nb\r\n"],
+)
+@pytest.mark.parametrize("gz", [False, True])
+def test_jsonl_records_counts_the_rows_the_reader_makes(tmp_path: Path, data: bytes, gz: bool):
+    """`jsonl_records` (the DataTrove peer's docs/s count) = rows of our reader, so both
+    sides of the throughput comparison divide the same number of documents."""
+    path = tmp_path / ("in.jsonl.gz" if gz else "in.jsonl")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    assert readers.jsonl_records(str(path)) == len(
+        readers.jsonl_rows(str(path), path.read_bytes(), CFG)
+    )
+
+
+def test_jsonl_records_of_a_broken_gz_is_its_one_reject(tmp_path: Path):
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(JSONL_LINES) * 50)[:30])
+    rows = readers.jsonl_rows(str(path), path.read_bytes(), CFG)
+    assert [r["reject_reason"] for r in rows] == ["gzip:invalid"]
+    assert readers.jsonl_records(str(path)) == 1
+
+
 def test_id_is_stable_under_whitespace_and_unicode_form():
     assert document_id("caf\u00e9  au\r\nlait ") == document_id("cafe\u0301 au\nlait")
     assert document_id("a b") != document_id("a c")
@@ -116,7 +164,8 @@ def test_readers_on_ray(ray_session, corpus_dir: Path):
     assert good_rows[0]["pipeline_version"] == PIPELINE_VERSION
 
     pq_rows = readers.read_parquet_docs(str(corpus_dir / "part.parquet"), CFG).take_all()
-    assert sorted(r["reject_reason"] for r in pq_rows) == ["", "field:missing_text"]
+    assert sorted((r["line"], r["reject_reason"]) for r in pq_rows) == [
+        (1, ""), (2, "field:missing_text")]  # fmt: skip
     kept = next(r for r in pq_rows if not r["reject_reason"])
     assert kept["source"] == "cc" and kept["license"] == "CC-BY-4.0"
 

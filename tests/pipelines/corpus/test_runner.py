@@ -75,6 +75,7 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
 
     assert (summary["in"], summary["kept"], summary["dropped"], summary["rejected"]) == (8, 4, 3, 1)
     assert summary["kept_share"] == pytest.approx(0.5)
+    assert summary["docs_per_s"] == pytest.approx(8 / summary["seconds"])  # every line read
     assert summary["near_dup_threshold"] == pytest.approx((1 / 14) ** (1 / 8))  # 14 x 8: 0.719
     art = ctx.artifacts_dir
     kept = read_dir(art / "output")
@@ -96,6 +97,36 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     assert (left["reject"], left["license"], left["gopher"], left["dedup"]) == (7, 6, 5, 4)
     sheet = (art / "datasheet.md").read_text()
     assert "| email | 1 |" in sheet and "| permissive | 4 |" in sheet
+
+
+def near_copy(text: str) -> str:
+    """`text` with its fourth word replaced: 5-shingle Jaccard ~0.9 with the original."""
+    words = text.split(" ")
+    words[3] = "zeppelin"
+    return " ".join(words)
+
+
+def test_identical_parquet_rows_of_one_file_dedup_to_one(ray_session, tmp_path: Path):
+    """Common Corpus ships parquet: two identical rows of one file must leave one copy (the
+    first row), and a near copy in the same file must fall to near dedup. Before parquet
+    rows were numbered, both identical rows had key (file, None) and were both kept."""
+    import pyarrow as pa
+
+    src = tmp_path / "cc.parquet"
+    texts = [prose(0), prose(0), near_copy(prose(0)), prose(4)]
+    pq.write_table(pa.table({"text": texts, "collection": ["OpenWeb"] * 4,
+                             "license": ["CC-BY-4.0"] * 4}), src)  # fmt: skip
+    overrides = [f"inputs=[{src}]", "input_format=parquet", "cpus=1", "batch_size=4"]
+    cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
+    ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
+    summary = run_corpus(cfg, ctx)
+
+    assert (summary["in"], summary["kept"], summary["dropped"], summary["rejected"]) == (4, 2, 2, 0)
+    art = ctx.artifacts_dir
+    assert sorted(r["line"] for r in read_dir(art / "output")) == [1, 4]
+    quarantine = {r["line"]: r["drop_reason"] for r in read_dir(art / "quarantine")}
+    assert quarantine == {2: "dedup:exact", 3: "dedup:near"}
+    assert summary["dropped_dedup_exact"] == summary["dropped_dedup_near"] == 1
 
 
 class Killed(Exception):
@@ -152,6 +183,39 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
         (srcs[1], 4, "dedup:exact")
     ]
     assert not list(art.rglob("*.tmp"))
+
+
+def test_resume_under_other_settings_is_refused_before_any_unit_runs(tmp_path: Path,
+                                                                     monkeypatch):  # fmt: skip
+    """A finished unit's rows were scored under the run's settings: a resume may change
+    what only sets the speed (cpus, batch_size), not a threshold or the pipeline version.
+    Every run here is killed as its first unit starts, so no Ray work is done."""
+    from rayworks.pipelines.corpus import config as corpus_config
+    from rayworks.pipelines.corpus import runner
+
+    src = tmp_path / "in.jsonl"
+    write_input(src)
+    started: list[str] = []
+
+    def killed(unit, *args):
+        started.append(unit.name)
+        raise Killed
+
+    def cfg(*extra: str) -> CorpusConfig:
+        return build_config(CorpusConfig, "smoke", overrides=[f"inputs=[{src}]", *extra])
+
+    monkeypatch.setattr(runner, "run_unit", killed)
+    ctx = RunContext.create("corpus", cfg(), runs_dir=tmp_path / "runs")
+    with pytest.raises(Killed):
+        run_corpus(cfg(), ctx)
+    with pytest.raises(Killed):  # speed only: resumes
+        run_corpus(cfg("cpus=1", "batch_size=8"), RunContext.open(ctx.run_dir))
+    with pytest.raises(RayworksError, match=r"gopher_min_words: 50 -> 10; minhash_rows: 8 -> 4"):
+        run_corpus(cfg("gopher_min_words=10", "minhash_rows=4"), RunContext.open(ctx.run_dir))
+    monkeypatch.setattr(corpus_config, "PIPELINE_VERSION", "rayworks-9.9+schema9")
+    with pytest.raises(RayworksError, match=r"pipeline_version: '.+' -> 'rayworks-9.9\+schema9'"):
+        run_corpus(cfg(), RunContext.open(ctx.run_dir))
+    assert started == ["unit-00000", "unit-00000"]
 
 
 def test_wrong_input_path_fails_before_ray(tmp_path: Path):

@@ -1,5 +1,7 @@
 """Toxicity word lists: shipped languages, whole-word matching, per-language lists."""
 
+import math
+
 import pytest
 
 from rayworks.pipelines.corpus.step import DROP, drop
@@ -47,7 +49,12 @@ def test_threshold_reason_and_first_reason_wins() -> None:
     texts = ["shit " + "word " * 99, "shit shit " + "word " * 98, "shit shit shit"]
     batch = drop({"text": texts, "lang": ["en"] * 3}, ["", "", "gopher:min_words"])
     out = Toxicity(ToxicityConfig(max_score=15.0))(batch)
-    assert list(out["toxicity_score"]) == [10.0, 20.0, 1000.0]
+    assert list(out["toxicity_score"][:2]) == [10.0, 20.0]
+    # the row dropped earlier is not scored (NaN score, null hits) unless score_dropped
+    assert math.isnan(out["toxicity_score"][2]) and out["toxicity_hits"][2] is None
+    every = Toxicity(ToxicityConfig(max_score=15.0, score_dropped=True))(batch)
+    assert list(every["toxicity_score"]) == [10.0, 20.0, 1000.0]
+    assert list(every[DROP]) == ["", WORDS, "gopher:min_words"]
     assert list(out[DROP]) == ["", WORDS, "gopher:min_words"]
     assert WORDS == "toxicity:words"
     strict = Toxicity(ToxicityConfig(max_score=0.0))(batch)
