@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
             dest=f"limit_{key}",
             type=field.annotation,
             metavar="N" if field.annotation is int else "SECONDS",
-            help=f"{(field.description or '').split(': ', 1)[-1]} (default {field.default})",
+            help=f"{field.description} (default {field.default})",
         )
     p.add_argument(
         "--max-ongoing-requests", type=int, help="per replica of the ingress (model 4, ttc 32)"

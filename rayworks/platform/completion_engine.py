@@ -21,7 +21,7 @@ from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.platform import kv_serving
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import MAX_ROWS, APIError, CompletionRequest, choice
-from rayworks.platform.serve_limits import FLAGS, ServeLimits, over_limit
+from rayworks.platform.serve_limits import ServeLimits, over_limit
 from rayworks.platform.text_stream import IncrementalDecoder, StopMatcher
 
 
@@ -150,7 +150,7 @@ class CompletionEngine:
         for i, ids in enumerate(rows):
             if len(ids) > self.limits.max_prompt_tokens:
                 message = over_limit(f"prompt {i}'s length in tokens", len(ids),
-                                     "max_prompt_tokens", self.limits)  # fmt: skip
+                                     "max_prompt_tokens", self.limits.max_prompt_tokens)  # fmt: skip
                 raise APIError(400, message, param="prompt", code="prompt_too_long")
         return rows
 
@@ -166,7 +166,7 @@ class CompletionEngine:
         ]  # fmt: skip
         for what, value, limit, param in checks:
             if value > getattr(lim, limit):
-                message = over_limit(what, value, limit, lim)
+                message = over_limit(what, value, limit, getattr(lim, limit))
                 raise APIError(400, message, param=param, code="limit_exceeded")
 
     @torch.no_grad()
@@ -253,9 +253,8 @@ class CompletionEngine:
             if time.monotonic() > deadline:
                 steps.close()
                 limit = self.limits.request_timeout_s
-                message = (f"the request ran out of time: generation passed this server's "
-                           f"limit of {limit:g} s (set by `rayworks serve "
-                           f"{FLAGS['request_timeout_s']}`)")  # fmt: skip
+                message = over_limit("the request's generation time in seconds",
+                                     f"at least {limit:g}", "request_timeout_s", f"{limit:g}")  # fmt: skip
                 raise APIError(408, message, type="timeout_error", code="request_timeout")
             events = []
             for i, (row, token) in enumerate(zip(texts, tokens, strict=True)):

@@ -27,13 +27,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class ServeLimits(Config):
     """Per-request bounds of the model endpoint (flags of `rayworks serve model`)."""
 
-    max_prompt_tokens: int = Field(2048, ge=1, description="--max-prompt-tokens: per prompt")
-    max_new_tokens: int = Field(1024, ge=0, description="--max-new-tokens: cap on max_tokens")
-    max_n: int = Field(16, ge=1, description="--max-n: completions per prompt")
-    max_stop: int = Field(4, ge=0, description="--max-stop: stop strings per request")
-    max_stop_chars: int = Field(256, ge=1, description="--max-stop-chars: per stop string")
-    max_body_bytes: int = Field(1 << 20, ge=1024, description="--max-body-bytes: request body")
-    request_timeout_s: float = Field(120.0, gt=0, description="--request-timeout: seconds")
+    max_prompt_tokens: int = Field(2048, ge=1, description="per prompt")
+    max_new_tokens: int = Field(1024, ge=0, description="cap on max_tokens")
+    max_n: int = Field(16, ge=1, description="completions per prompt")
+    max_stop: int = Field(4, ge=0, description="stop strings per request")
+    max_stop_chars: int = Field(256, ge=1, description="per stop string")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="request body")
+    request_timeout_s: float = Field(120.0, gt=0, description="seconds")
 
 
 FLAGS = {
@@ -47,9 +47,8 @@ FLAGS = {
 }
 
 
-def over_limit(what: str, value: int | float, limit: str, limits: ServeLimits) -> str:
+def over_limit(what: str, value: int | float | str, limit: str, bound: object) -> str:
     """The message of a request over `limit`: what, how much, the bound and its flag."""
-    bound = getattr(limits, limit)
     return (
         f"{what} is {value}, over this server's limit of {bound} "
         f"(set by `rayworks serve {FLAGS[limit]}`)"
@@ -98,10 +97,7 @@ class BodyLimit:
 
     async def _reject(self, send: Send, size: int, at_least: bool = False) -> None:
         shown = f"at least {size}" if at_least else str(size)
-        message = (
-            f"request body is {shown} bytes, over this server's limit of {self.max_bytes} "
-            f"(set by `rayworks serve {FLAGS['max_body_bytes']}`)"
-        )
+        message = over_limit("the request body in bytes", shown, "max_body_bytes", self.max_bytes)
         error = {"message": message, "type": "invalid_request_error", "param": None}
         body = json.dumps({"error": {**error, "code": "body_too_large"}}).encode()
         headers = [
