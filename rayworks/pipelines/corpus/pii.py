@@ -34,6 +34,16 @@ Overlapping matches (an IBAN's digits also look like a phone number) are resolve
 deterministically: the longest span wins, then the type order of `PII_TYPES`, then the
 leftmost start. `redact` is pure Python (no Ray) so a Ray Data `map_batches` step can call
 it per row (`pii_step.py` applies it to the text, the metadata fields and the rejects).
+
+Speed (the same spans as the plain scans, checked by `test_pii.py`): a scan that starts at
+every digit or letter costs ~10-25 ns per character in `re`, about a second per type on
+60 MB of text. In a text of `_FAST_MIN_CHARS` or more, one numpy pass over its code points
+(`_Windows`) finds the only places a match can start or lie (the digit runs with enough
+digits, the `AA00` starts of IBANs, the runs of IPv6 characters) and the same patterns run
+there only; emails are matched from each `@`. Before `phonenumbers.parse`, a number written
+without `+` must pass `_RegionRules.may_be_valid`, a necessary condition read from
+libphonenumber's metadata that refuses ~95% of the digit runs of code and tables at a
+tenth of the cost of parsing them.
 """
 
 from __future__ import annotations
@@ -46,10 +56,16 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import phonenumbers
+from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, NumberFormat, PhoneMetadata
 from phonenumbers.phonenumbermatcher import (  # the matcher's own rules, reused as is
     _MATCHING_BRACKETS,
     _is_national_prefix_present_if_required,
+)
+from phonenumbers.phonenumberutil import (  # the same, for `_RegionRules`
+    _formatting_rule_has_first_group_only,
+    region_code_for_country_code,
 )
 
 PII_TYPES = ("email", "iban", "card", "ip", "phone")
@@ -212,24 +228,57 @@ def card_network_fits(digits: str) -> bool:
     )
 
 
+_MAIL_RUN = re.compile(rf"[{_MAIL}._%+-]*")
+"""The characters of an address's local part (also those `_EMAIL` refuses before it)."""
+
+
+def _local_start(text: str, at: int) -> int:
+    """Where the run of `_MAIL_RUN` characters that ends before `text[at]` starts (read
+    backwards, 64 characters at a time)."""
+    end = at
+    while True:
+        lo = max(0, end - 64)
+        run = _MAIL_RUN.match(text[lo:end][::-1]).end()
+        if run < end - lo or lo == 0:
+            return end - run
+        end = lo
+
+
 def _find_emails(text: str) -> list[Span]:
-    if "@" not in text:
-        return []
-    return [(m.start(), m.end(), "email") for m in _EMAIL.finditer(text)]
-
-
-def _find_ips(text: str) -> list[Span]:
-    spans = []
-    patterns = (_IPV4, _IPV6) if _IPV6_HINT.search(text) else (_IPV4,)
-    for pattern in patterns:
-        for m in pattern.finditer(text):
-            try:
-                address = ipaddress.ip_address(m.group())
-            except ValueError:
-                continue  # 999.1.1.1, a clock time 10:30:00, ...
-            if address.is_global:  # private / loopback / reserved are kept on purpose
-                spans.append((m.start(), m.end(), "ip"))
+    """`_EMAIL.finditer`, tried only where a match can start. An address holds one `@`
+    and starts where the run of local-part characters before that `@` starts (a start
+    inside the run fails the lookbehind), so each `@` is one place to try, in order."""
+    spans, pos = [], 0
+    at = text.find("@")
+    while at >= 0:
+        start = _local_start(text, at)
+        if pos <= start < at and (m := _EMAIL.match(text, start)):
+            spans.append((start, m.end(), "email"))
+            pos = m.end()
+        at = text.find("@", max(at + 1, pos))
     return spans
+
+
+def _find_ips(text: str, win: _Windows | None = None) -> list[Span]:
+    """Public IPv4 and IPv6 addresses; in a long text only where `win` says one can be."""
+    whole = [(0, len(text))]
+    matches = [m for lo, hi in (win.ipv4() if win else whole) for m in _IPV4.finditer(text, lo, hi)]
+    if _IPV6_HINT.search(text):
+        if win is None:
+            matches += _IPV6.finditer(text)
+        else:
+            matches += filter(None, (_IPV6.match(text, s) for s in win.ipv6_starts(text)))
+    return [(m.start(), m.end(), "ip") for m in matches if _is_public_ip(m.group())]
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _is_public_ip(candidate: str) -> bool:
+    """Whether `candidate` parses as an IP address that is globally routable (private,
+    loopback and reserved ones are kept on purpose); cached: code repeats its `::`s."""
+    try:
+        return ipaddress.ip_address(candidate).is_global
+    except ValueError:
+        return False  # 999.1.1.1, a clock time 10:30:00, ...
 
 
 # --- phones ----------------------------------------------------------------------------
@@ -247,6 +296,9 @@ _PHONE_BREAKS = tuple(
 valid number wins), as `PhoneNumberMatcher`'s inner matches: slash, opening bracket, spaced
 hyphen, long dashes, full stop, then spaces; two or more spaces first (table columns), and
 never at a no-break space, which joins the groups of one number."""
+_BREAK_CHARS = tuple(map(frozenset, ("/", "(", "-", "\u2012\u2013\u2014\u2015\uff0d", ".",
+                                      " \u3000", " \u3000")))  # fmt: skip
+"""Characters each of `_PHONE_BREAKS` needs (a run without any has no such cut)."""
 _PHONE_MIN_DIGITS = 7
 """Fewer digits are never redacted as a phone: the shortest numbers `phonenumbers` calls
 valid in `DEFAULT_REGIONS` are local numbers without an area code, which identify no one
@@ -307,6 +359,8 @@ def _not_a_phone(text: str, start: int, end: int) -> bool:
     dots mixed with hyphens, a one-digit group after the first in a dotted number, a
     one-digit last group (a Debian revision), a YYYYMMDD group."""
     piece = text[start:end]
+    if piece.isdecimal():  # one group of digits: no rule below applies
+        return False
     if ("(" in piece or ")" in piece) and not _MATCHING_BRACKETS.fullmatch(piece):
         return True  # "T.871 (05/2011": a bracket opened inside and never closed
     if _SLASH_DATE.search(piece) or _PUB_PAGES.search(piece) or _DATE.search(piece):
@@ -330,12 +384,131 @@ def _valid_number(number: str, region: str | None) -> bool:
     when its region writes one (so a French "1 23 45 67 89" is not a number, "01 ..." is).
     `number` is digits, with a leading `+` if it was written; cached per (number, region),
     which is what makes repeated numbers (tables, footers) cheap. `is_valid_number`, not
-    `is_valid_number_for_region`: a Canadian number in a US document is valid in +1."""
+    `is_valid_number_for_region`: a Canadian number in a US document is valid in +1.
+    Numbers without `+` that `_RegionRules.may_be_valid` refuses are not parsed."""
+    if region is not None and not _region_rules(region).may_be_valid(number):
+        return False
+    return _libphonenumber_valid(number, region)
+
+
+def _libphonenumber_valid(number: str, region: str | None) -> bool:
+    """`_valid_number` without the pre-check."""
     try:
         parsed = phonenumbers.parse(number, region, keep_raw_input=True)
     except phonenumbers.NumberParseException:
         return False
     return phonenumbers.is_valid_number(parsed) and _is_national_prefix_present_if_required(parsed)
+
+
+_NUMBER_TYPES = ("premium_rate", "toll_free", "shared_cost", "voip", "personal_number",
+                 "pager", "uan", "voicemail", "fixed_line", "mobile")  # fmt: skip
+"""The number types `is_valid_number` tries (`phonenumberutil._number_type_helper`)."""
+
+
+class _RegionRules:
+    """A necessary condition for `_libphonenumber_valid(digits, region)` on digits written
+    without `+`, read from libphonenumber's metadata and the code of phonenumbers 9
+    (`parse`, `is_valid_number`, `_is_national_prefix_present_if_required`):
+
+    1. digits that start with the region's international (IDD) prefix take their country
+       code from the number: not checked here, libphonenumber decides;
+    2. otherwise the country code is the region's, and the national significant number
+       (NSN) is the digits or the digits after a national prefix (or as the region's
+       transform rule rewrites them), or, when the digits start with the country code,
+       what follows it, stripped that way once or twice;
+    3. a valid NSN matches a number type (fixed line, mobile, toll free, ...) of a region
+       of that country code, with one of that type's lengths;
+    4. digits read as a national number without a national prefix are the NSN themselves,
+       and their format must not need the prefix (`Leniency.VALID`).
+
+    `may_be_valid` is False only when no NSN of 2. can pass 3. and 4.; what it does not
+    reason about (digits other than ASCII, a region that is not its country code's main
+    region, patterns it cannot combine) is left to libphonenumber. Codes, tables and
+    numeric data are full of 7-17 digit runs: it refuses ~95% of them at ~2 µs each, where
+    parsing costs ~30 µs. `test_pii.py` checks that it never refuses a valid number.
+    """
+
+    def __init__(self, region: str) -> None:
+        meta = PhoneMetadata.metadata_for_region(region)
+        code = meta.country_code
+        self.code = str(code)
+        self.idd = re.compile(meta.international_prefix) if meta.international_prefix else None
+        prefix = meta.national_prefix_for_parsing
+        self.prefix = re.compile(prefix) if prefix else None
+        self.rule = meta.national_prefix_transform_rule or None
+        # `_choose_formatting_pattern_for_number`'s look-ups, compiled once: (its last
+        # leading-digits pattern or None, its pattern, whether it needs the national prefix)
+        self.formats = [
+            (re.compile(f.leading_digits_pattern[-1]) if f.leading_digits_pattern else None,
+             re.compile(f.pattern), _needs_national_prefix(f))
+            for f in meta.number_format
+        ]  # fmt: skip
+        by_length: dict[int, set[str]] = {}  # length (0: any) -> patterns of that length
+        for other in COUNTRY_CODE_TO_REGION_CODE[code]:
+            other_meta = PhoneMetadata.metadata_for_region(other, None)
+            for kind in _NUMBER_TYPES if other_meta else ():
+                desc = getattr(other_meta, kind)
+                if desc is not None and desc.national_number_pattern:
+                    for length in desc.possible_length or (0,):
+                        by_length.setdefault(length, set()).add(desc.national_number_pattern)
+        patterns = [p for group in by_length.values() for p in group]
+        self.exact = (
+            region_code_for_country_code(code) == region
+            and not any(re.search(r"\\[1-9]|\(\?P[<=]", p) for p in patterns)
+            and (not self.rule or (self.prefix is not None and self.prefix.groups > 0))
+        )
+        self.types = {n: re.compile("|".join(f"(?:{p})" for p in sorted(group)))
+                      for n, group in by_length.items()}  # fmt: skip
+        self.any_length = self.types.pop(0, None)
+
+    def may_be_valid(self, digits: str) -> bool:
+        """False only if `_libphonenumber_valid(digits, region)` is surely False."""
+        if not self.exact or not digits.isascii() or (self.idd and self.idd.match(digits)):
+            return True
+        head = self.prefix.match(digits) if self.prefix else None
+        nsns = self._stripped(digits, head) if head else []
+        if head is None and self._type_fits(digits) and not self._needs_prefix(digits):
+            return True
+        if digits.startswith(self.code):
+            for rest in self._stripped(digits[len(self.code) :]):
+                nsns += self._stripped(rest)
+        return any(map(self._type_fits, nsns))
+
+    def _stripped(self, number: str, head: re.Match[str] | None = None) -> list[str]:
+        """`number` and what `_maybe_strip_national_prefix_carrier_code` can make of it."""
+        head = head or (self.prefix.match(number) if number and self.prefix else None)
+        if head is None:
+            return [number]
+        if self.rule and head.groups()[-1] is not None:
+            return [number, self.prefix.sub(self.rule, number, count=1)]
+        return [number, number[head.end() :]]
+
+    def _type_fits(self, nsn: str) -> bool:
+        pattern = self.types.get(len(nsn))
+        return bool((pattern and pattern.fullmatch(nsn))
+                    or (self.any_length and self.any_length.fullmatch(nsn)))  # fmt: skip
+
+    def _needs_prefix(self, nsn: str) -> bool:
+        """Whether the first format that fits `nsn` needs the national prefix."""
+        for leading, pattern, needs in self.formats:
+            if (leading is None or leading.match(nsn)) and pattern.fullmatch(nsn):
+                return needs
+        return False
+
+
+def _needs_national_prefix(number_format: NumberFormat) -> bool:
+    """`_is_national_prefix_present_if_required`'s test of a number's format."""
+    rule = number_format.national_prefix_formatting_rule
+    return bool(
+        rule
+        and not number_format.national_prefix_optional_when_formatting
+        and not _formatting_rule_has_first_group_only(rule)
+    )
+
+
+@functools.cache
+def _region_rules(region: str) -> _RegionRules:
+    return _RegionRules(region)
 
 
 def _phone_at(text: str, start: int, end: int, regions: tuple[str, ...]) -> Span | None:
@@ -364,7 +537,10 @@ def _phone_at(text: str, start: int, end: int, regions: tuple[str, ...]) -> Span
 def _phone_cuts(text: str, start: int, end: int) -> Iterator[list[tuple[int, int]]]:
     """The run itself, then its pieces at each of `_PHONE_BREAKS` in turn."""
     yield [(start, end)]
-    for pattern in _PHONE_BREAKS:
+    present = set(text[start:end])
+    for pattern, chars in zip(_PHONE_BREAKS, _BREAK_CHARS, strict=True):
+        if present.isdisjoint(chars):
+            continue
         pieces, last = [], start
         for m in pattern.finditer(text, start, end):
             if m.start() > last:
@@ -375,18 +551,23 @@ def _phone_cuts(text: str, start: int, end: int) -> Iterator[list[tuple[int, int
             yield pieces
 
 
-def _find_phones(text: str, regions: tuple[str, ...]) -> list[Span]:
+def _phone_runs(text: str, win: _Windows | None) -> list[tuple[int, int]]:
+    """(start, end) of each `_PHONE_RUN` match with at least `_PHONE_MIN_DIGITS` digits."""
+    if win is not None:
+        return win.runs(_PHONE_MIN_DIGITS)
+    return [m.span() for m in _PHONE_RUN.finditer(text)
+            if len(m.group()) >= _PHONE_MIN_DIGITS
+            and len(_NON_DIGIT.sub("", m.group())) >= _PHONE_MIN_DIGITS]  # fmt: skip
+
+
+def _find_phones(text: str, regions: tuple[str, ...], win: _Windows | None = None) -> list[Span]:
     """Phone numbers: each digit run with at least `_PHONE_MIN_DIGITS` digits, whole if
     it is one valid number, else the valid pieces of its first cut that has any."""
     spans = []
-    for m in _PHONE_RUN.finditer(text):
-        run = m.group()
-        if len(run) < _PHONE_MIN_DIGITS or len(_NON_DIGIT.sub("", run)) < _PHONE_MIN_DIGITS:
-            continue
-        start = m.start()
+    for start, end in _phone_runs(text, win):
         start -= text[start - 1 : start] == "+"  # text[-1:0] is "" at the start
         start -= text[start - 1 : start] == "("
-        for pieces in _phone_cuts(text, start, m.end()):
+        for pieces in _phone_cuts(text, start, end):
             found = [s for lo, hi in pieces if (s := _phone_at(text, lo, hi, regions))]
             if found:
                 spans += found
@@ -397,14 +578,22 @@ def _find_phones(text: str, regions: tuple[str, ...]) -> list[Span]:
 # --- IBANs and cards -------------------------------------------------------------------
 
 
-def _iban_candidates(text: str) -> list[tuple[int, int]]:
+def _iban_candidates(text: str, win: _Windows | None = None) -> list[tuple[int, int]]:
     """IBAN-shaped spans (known country, cut at that country's length), checksum unchecked.
 
     A candidate may run on into the next word, so it is cut at the country's IBAN length
-    and the search resumes after the cut (not after the greedy match).
+    and the search resumes after the cut (not after the greedy match). In a long text
+    the search tries only the starts `win` lists.
     """
+    tries = iter(win.iban_starts()) if win else None
+
+    def search(pos: int) -> re.Match[str] | None:
+        if tries is None:
+            return _IBAN.search(text, pos)
+        return next((m for s in tries if s >= pos and (m := _IBAN.match(text, s))), None)
+
     spans, pos = [], 0
-    while m := _IBAN.search(text, pos):
+    while m := search(pos):
         length = IBAN_LENGTHS.get(m.group()[:2])
         end, seen = m.start(), 0
         while length and end < m.end() and seen < length:
@@ -425,12 +614,13 @@ def _find_ibans(text: str, candidates: list[tuple[int, int]]) -> list[Span]:
     return [(s, e, "iban") for s, e in candidates if iban_is_valid(text[s:e])]
 
 
-def _find_cards(text: str, ibans: list[tuple[int, int]]) -> list[Span]:
+def _find_cards(text: str, ibans: list[tuple[int, int]], win: _Windows | None = None) -> list[Span]:
     """Card-shaped digit runs (`_CARD`) of a known network (`card_network_fits`) that pass
     Luhn, except inside IBAN-shaped text (`ibans`): a mistyped IBAN's 18+ digits pass Luhn
     one time in ten and must not come back as a card number."""
     spans = []
-    for m in _CARD.finditer(text):
+    windows = win.cards() if win else [(0, len(text))]
+    for m in (m for lo, hi in windows for m in _CARD.finditer(text, lo, hi)):
         start, end = m.span()
         if any(s <= start and end <= e for s, e in ibans):
             continue
@@ -438,6 +628,99 @@ def _find_cards(text: str, ibans: list[tuple[int, int]]) -> list[Span]:
         if card_network_fits(digits) and luhn_is_valid(digits):
             spans.append((start, end, "card"))
     return spans
+
+
+# --- where matches can be, in long texts ---------------------------------------------------
+
+_FAST_MIN_CHARS = 2048
+"""Texts at least this long are searched where `_Windows` says a match can be; shorter ones
+whole (the numpy pass costs more than it saves there)."""
+_CODE_POINTS = 0x20000
+"""Every `\\d` character is below U+20000 (`test_pii.py` checks): `_class_table` has one
+entry per code point below, and higher code points read its last entry (no class)."""
+_DIGIT, _PHONE_SEP, _DOT, _UPPER, _IPV6_CHAR = 1, 2, 4, 8, 16
+
+
+@functools.cache
+def _class_table() -> np.ndarray:
+    """Class bits per code point, each class found by the `re` pattern the finders use."""
+    chars = "".join(map(chr, range(_CODE_POINTS)))
+    table = np.zeros(_CODE_POINTS, np.uint8)
+    classes = ((_DIGIT, r"\d"), (_PHONE_SEP, f"[{_PHONE_SEPARATORS}]"), (_DOT, r"\."),
+               (_UPPER, "[A-Z]"), (_IPV6_CHAR, r"[0-9A-Fa-f:.]|\d"))  # fmt: skip
+    for bit, pattern in classes:
+        table[[m.start() for m in re.finditer(pattern, chars)]] |= bit
+    return table
+
+
+class _Windows:
+    """Where matches can be in one text, from one numpy pass over its code points.
+
+    Every match of `_PHONE_RUN` is a run of digits joined by at most three phone
+    separators, computed here without a regex. A card number, a phone number and an IPv4
+    address join their digits by phone separators too, so each lies inside one such run
+    with enough digits (12, 7, 4 and three dots); their patterns run on that run plus the
+    two characters their lookaheads read (lookbehinds read before the window by
+    themselves). An IBAN starts with two capitals and two digits, so only those places are
+    tried. An IPv6 address is made of hex digits, colons, dots and digits and follows none
+    of them, so it can only start where a run of these starts, in a run that holds an
+    `_IPV6_HINT`. Tried there, in order, the patterns find what they find in the whole
+    text.
+    """
+
+    def __init__(self, text: str) -> None:
+        if text.isascii():  # one byte per character: `bytes.translate` looks the classes up
+            table = _class_table()[:256].tobytes()
+            classes = np.frombuffer(text.encode("ascii").translate(table), np.uint8)
+        else:
+            codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+            classes = np.take(_class_table(), codes, mode="clip")
+        self.classes = classes  # (n,) uint8 class bits
+        self.n = n = len(text)
+        self.at = at = np.flatnonzero(classes & _DIGIT)  # (d,) positions of the digits
+        # the (up to three) characters after each digit, and whether they join it to the next
+        gap = np.diff(at) - 1
+        after = [classes[np.minimum(at[:-1] + k, n - 1)] for k in (1, 2, 3)]
+        seps = [(c & _PHONE_SEP) != 0 for c in after]
+        joined = (gap == 0) | ((gap == 1) & seps[0]) | ((gap == 2) & seps[0] & seps[1])
+        joined |= (gap == 3) & seps[0] & seps[1] & seps[2]
+        dots = sum(((c & _DOT) != 0) & (gap > k) for k, c in enumerate(after)) * joined
+        cut = np.flatnonzero(~joined)
+        first = np.concatenate(([0], cut + 1))[: len(cut) + (len(at) > 0)]
+        last = np.concatenate((cut, [len(at) - 1]))[: len(first)]
+        # one entry per run: first digit, end (after the last digit), digits, dots
+        self.start, self.end = at[first], at[last] + 1
+        self.digits = last - first + 1
+        dots_before = np.concatenate(([0], np.cumsum(dots)))  # dots in the joins before each digit
+        self.dots = dots_before[last] - dots_before[first]
+
+    def runs(self, min_digits: int) -> list[tuple[int, int]]:
+        """(start, end) of the `_PHONE_RUN` matches with at least `min_digits` digits."""
+        keep = self.digits >= min_digits
+        return list(zip(self.start[keep].tolist(), self.end[keep].tolist(), strict=True))
+
+    def _padded(self, keep: np.ndarray) -> list[tuple[int, int]]:
+        ends = np.minimum(self.end[keep] + 2, self.n)
+        return list(zip(self.start[keep].tolist(), ends.tolist(), strict=True))
+
+    def cards(self) -> list[tuple[int, int]]:
+        return self._padded(self.digits >= 12)
+
+    def ipv4(self) -> list[tuple[int, int]]:
+        return self._padded((self.digits >= 4) & (self.dots >= 3))
+
+    def iban_starts(self) -> list[int]:
+        """Starts of two capitals followed by two digits."""
+        at = self.at[1:][(np.diff(self.at) == 1) & (self.at[:-1] >= 2)] - 1  # first of two digits
+        upper = (self.classes[at - 1] & self.classes[at - 2] & _UPPER) != 0
+        return (at[upper] - 2).tolist()
+
+    def ipv6_starts(self, text: str) -> list[int]:
+        """Starts of the runs of `_IPV6_CHAR` characters that hold an `_IPV6_HINT`."""
+        chars = (self.classes & _IPV6_CHAR) != 0
+        starts = np.flatnonzero(chars & ~np.concatenate(([False], chars[:-1])))
+        hints = [m.start() for m in _IPV6_HINT.finditer(text)]  # each in a run, after its start
+        return np.unique(starts[np.searchsorted(starts, hints, "right") - 1]).tolist()
 
 
 # --- all types ---------------------------------------------------------------------------
@@ -473,18 +756,19 @@ def find_pii(text: str, cfg: PIIConfig, lang: str | None = None) -> list[Span]:
     and shared by the IBAN and card finders.
     """
     types = cfg.types
-    ibans = _iban_candidates(text) if "iban" in types or "card" in types else []
+    win = _Windows(text) if len(text) >= _FAST_MIN_CHARS else None
+    ibans = _iban_candidates(text, win) if "iban" in types or "card" in types else []
     candidates: list[Span] = []
     if "email" in types:
         candidates += _find_emails(text)
     if "iban" in types:
         candidates += _find_ibans(text, ibans)
     if "card" in types:
-        candidates += _find_cards(text, ibans)
+        candidates += _find_cards(text, ibans, win)
     if "ip" in types:
-        candidates += _find_ips(text)
+        candidates += _find_ips(text, win)
     if "phone" in types:
-        candidates += _find_phones(text, regions_for(lang, cfg.regions))
+        candidates += _find_phones(text, regions_for(lang, cfg.regions), win)
     return _non_overlapping(candidates)
 
 

@@ -27,6 +27,7 @@ Reason `toxicity:words` when `max_score` is set and the score exceeds it (off by
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import ClassVar
@@ -55,11 +56,70 @@ def load_wordlist(lang: str) -> list[str]:
 
 def compile_wordlist(words: list[str]) -> re.Pattern[str]:
     """One alternation, longest entries first (so "fils de pute" wins over "pute"), with
-    inner spaces matching any whitespace run."""
-    alternatives = [
-        r"\s+".join(map(re.escape, w.split())) for w in sorted(set(words), key=len, reverse=True)
-    ]
+    inner spaces matching any whitespace run; whole words, case-insensitive.
+
+    Written so that `re` scans fast (`dispatch_pattern`) when it can be: the same
+    matches as `plain_pattern`, which `re` tries at every position of the text (a pattern
+    that starts with `\\b` has no first character to look for) with every entry at every
+    word start, ~100 ns per character.
+    """
+    return dispatch_pattern(words) or plain_pattern(words)
+
+
+def _ordered(words: list[str]) -> list[list[str]]:
+    """The entries, longest first, as tokens."""
+    return [w.split() for w in sorted(set(words), key=len, reverse=True)]
+
+
+def plain_pattern(words: list[str]) -> re.Pattern[str]:
+    """The word list as `\\b(?:entry|entry|...)\\b`, case-insensitive."""
+    alternatives = [r"\s+".join(map(re.escape, tokens)) for tokens in _ordered(words)]
     return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+
+
+def dispatch_pattern(words: list[str]) -> re.Pattern[str] | None:
+    """`plain_pattern` as a class of every entry's first letter (all the characters that
+    letter matches case-insensitively), then the word-start test (`(?<!\\w.)` after a word
+    character is `\\b` before it), then the entries of that first letter only, in their
+    order: `re` jumps from one character of the class to the next. None (use the plain
+    pattern) when a first letter is not a word character or two letters' classes share a
+    character (a character would then choose between entries of two letters, in another
+    order than the plain alternation)."""
+    groups: dict[str, list[str]] = {}
+    for tokens in _ordered(words):
+        rest = re.escape(tokens[0][1:]) + "".join(r"\s+" + re.escape(t) for t in tokens[1:])
+        groups.setdefault(tokens[0][0], []).append(rest)
+    classes = _case_classes(groups)
+    union = "".join(classes.values())
+    if len(set(union)) != len(union) or not all(re.fullmatch(r"\w", c) for c in union):
+        return None
+
+    def one_of(chars: str) -> str:
+        return "[" + "".join(map(re.escape, chars)) + "]"
+
+    branches = "|".join(
+        f"(?<={one_of(classes[first])})(?i:{'|'.join(rests)})" for first, rests in groups.items()
+    )
+    return re.compile(rf"{one_of(union)}(?<!\w[\s\S])(?:{branches})\b")
+
+
+_CASE_CLASSES: dict[str, str] = {}
+
+
+def _case_classes(letters: Iterable[str]) -> dict[str, str]:
+    """Every character that each letter matches under `re.IGNORECASE` ("k": "Kk" and the
+    Kelvin sign), found by `re` itself on a string of all code points (one pass for the
+    letters not seen before in this process)."""
+    letters = list(letters)
+    missing = sorted(set(letters) - _CASE_CLASSES.keys())
+    if missing:
+        every = np.arange(0x110000, dtype=np.uint32).tobytes()
+        chars = every.decode("utf-32-le", "surrogatepass")
+        found = re.findall("[" + "".join(map(re.escape, missing)) + "]", chars, re.IGNORECASE)
+        for letter in missing:
+            same = (c for c in found if re.fullmatch(re.escape(letter), c, re.IGNORECASE))
+            _CASE_CLASSES[letter] = "".join(same)
+    return {letter: _CASE_CLASSES[letter] for letter in letters}
 
 
 @dataclass(frozen=True)
@@ -92,6 +152,7 @@ class Toxicity:
         if missing:
             raise ValueError(f"ToxicityConfig.languages: no word list for {missing} ({shipped})")
         lists = {lang: load_wordlist(lang) for lang in langs}
+        _case_classes({w[0] for words in lists.values() for w in words})  # one pass for all
         self.patterns = {lang: compile_wordlist(words) for lang, words in lists.items()}
         self.patterns[ALL] = compile_wordlist([w for words in lists.values() for w in words])
 

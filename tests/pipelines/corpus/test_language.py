@@ -57,3 +57,41 @@ def test_config_rejects_bad_values() -> None:
         LanguageIdConfig(min_confidence=1.5)
     with pytest.raises(ValueError, match="unknown to py3langid"):
         LanguageIdConfig(allowed=("english",))
+
+
+def test_vectorized_walk_emits_the_features_of_the_byte_loop() -> None:
+    """`BatchLanguageId.features` over several texts at once (walk blocks crossed, texts
+    shorter than the automaton's depth) equals py3langid's own byte-by-byte walk."""
+    import numpy as np
+
+    from rayworks.pipelines.corpus.langid_batch import _BLOCK, _encode
+    from rayworks.pipelines.corpus.language import batch_identifier, load_identifier
+
+    identifier = load_identifier()
+    texts = ["", "a", "ab", *TEXTS.values(), "Grüße aus Köln. " * 900, "xyz" * 40000, "fin"]
+    encoded = [_encode(t) for t in texts]
+    lengths = np.array([len(e) for e in encoded])
+    assert lengths.sum() > 2 * _BLOCK
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    offset = np.arange(len(data)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    expected = []
+    for text in encoded:
+        state = 0
+        for byte in text:
+            state = identifier.tk_nextmove[identifier._rowbase[state] + byte]
+            expected.append(identifier.tk_output[state])
+    assert batch_identifier().features(data, offset).tolist() == expected
+
+
+def test_scores_do_not_depend_on_how_texts_are_grouped() -> None:
+    """One text alone (its features counted by `np.bincount`) or with others (`np.unique`
+    of all their features) gets the same probabilities to the last bit."""
+    import numpy as np
+
+    from rayworks.pipelines.corpus.language import batch_identifier
+
+    classifier = batch_identifier()
+    texts = list(TEXTS.values())
+    together = classifier.scores(texts)
+    for i, text in enumerate(texts):
+        assert np.array_equal(classifier.scores([text])[0], together[i])

@@ -1,5 +1,8 @@
 """PII redaction on hand-made multilingual text: validated spans redacted, look-alikes kept."""
 
+import re
+
+import numpy as np
 import pytest
 
 from rayworks.pipelines.corpus.pii import PIIConfig, iban_is_valid, luhn_is_valid, redact
@@ -268,3 +271,108 @@ def test_overlap_resolution_equals_the_pairwise_rule():
             if all(e <= cs or s >= ce for cs, ce, _ in chosen):
                 chosen.append((s, e, kind))
         assert _non_overlapping(list(spans)) == sorted(chosen)
+
+
+# --- speed paths (`pii.py` "Speed") equal the plain scans ---------------------------------
+
+_PIECES = [
+    "max.mustermann@beispiel.de", "a@b", "@", "x@y.z", "élodie@exemple.fr", "..@..", "+",
+    "DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "AB12", "AB12 3456 7890 1234 5",
+    "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005", "4012888888881881",
+    "8.8.8.8", "192.168.0.1", "1.2.3.4.5", "999.1.1.1", "2001:4860:4860::8888", "fe80::1",
+    "cafe::beef", "10:30:00", "a::b:", "::", "std::vector", "+49 30 12345678", "(030) 1234567",
+    "01 23 45 67 89", "01\u00a023\u00a045\u00a067\u00a089", "650-253-0000 x123", "2024-01-15",
+    "(2.13.90.0.18-1.7)", "12-20220428-1", "06 12 34 56 78 / 01 98 76 54 32", "#1688954",
+    "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668", "\uff10\uff13-1234-5678", "0.001462,",
+]  # fmt: skip
+_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "/", "(", ")", ":", "x", "é", "_", "\u00a0",
+         "\u3000", "7", "12", "A", "Tel. ", " ext. 12 ", "\u20ac", "%"]  # fmt: skip
+
+
+def _pii_soup(seed: int, parts: int = 600) -> str:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(parts):
+        out.append(rng.choice(_GLUE))
+        piece = rng.choice(_PIECES)
+        if rng.random() < 0.3:  # damage it: a digit changed, a character dropped
+            i = rng.randrange(len(piece))
+            piece = piece[:i] + rng.choice("0123456789 .-:@") + piece[i + 1 :]
+        out.append(piece)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lang", [None, "fr", "en"])
+def test_long_text_windows_find_what_the_whole_text_scan_finds(monkeypatch, seed, lang):
+    from rayworks.pipelines.corpus import pii
+
+    text = _pii_soup(seed)
+    win, regions = pii._Windows(text), pii.regions_for(lang, CFG.regions)
+    ibans = pii._iban_candidates(text)
+    assert pii._iban_candidates(text, win) == ibans
+    assert pii._find_cards(text, ibans, win) == pii._find_cards(text, ibans)
+    assert pii._find_ips(text, win) == pii._find_ips(text)
+    assert pii._find_phones(text, regions, win) == pii._find_phones(text, regions)
+    monkeypatch.setattr(pii, "_FAST_MIN_CHARS", 10**12)  # every finder on the whole text
+    whole = pii.find_pii(text, CFG, lang)
+    monkeypatch.setattr(pii, "_FAST_MIN_CHARS", 0)  # every text through `_Windows`
+    assert pii.find_pii(text, CFG, lang) == whole
+    assert {kind for _, _, kind in whole} == set(CFG.types)  # the soup holds every kind
+
+
+def test_emails_from_each_at_equal_the_pattern_scan():
+    from rayworks.pipelines.corpus.pii import _EMAIL, _find_emails
+
+    for seed in range(20):
+        text = _pii_soup(seed, parts=200).replace(" ", "").replace("\n", "@")
+        assert _find_emails(text) == [(m.start(), m.end(), "email") for m in _EMAIL.finditer(text)]
+
+
+def test_class_table_holds_every_digit():
+    from rayworks.pipelines.corpus.pii import _CODE_POINTS
+
+    above = np.arange(_CODE_POINTS, 0x110000, dtype=np.uint32).tobytes()
+    assert not re.search(r"\d", above.decode("utf-32-le", "surrogatepass"))
+
+
+@pytest.mark.parametrize("region", ["US", "GB", "DE", "FR", "ES", "IT", "NL", "JP", "AR", "MX",
+                                    "BR", "IN", "AU", "GG", "CA", "RU", "CN", "CH"])  # fmt: skip
+def test_phone_precheck_never_refuses_a_valid_number(region):
+    """`_RegionRules.may_be_valid` is a necessary condition of libphonenumber's answer: on
+    every example number of the region's country code, written as digits in national and
+    international shapes, and on random digit strings, it refuses none it accepts."""
+    import random
+
+    import phonenumbers
+
+    from rayworks.pipelines.corpus.pii import _libphonenumber_valid, _region_rules
+
+    rules = _region_rules(region)
+    meta = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    code = str(meta.country_code)
+    idd = re.sub(r"\D", "", meta.preferred_international_prefix or "00")  # RU: "8~10"
+    numbers = set()
+    for other in phonenumbers.COUNTRY_CODE_TO_REGION_CODE[meta.country_code]:
+        for kind in phonenumbers.PhoneNumberType.values():
+            example = phonenumbers.example_number_for_type(other, kind)
+            if example is None:
+                continue
+            nsn = phonenumbers.national_significant_number(example)
+            national = phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.NATIONAL)
+            numbers |= {nsn, code + nsn, idd + code + nsn, re.sub(r"\D", "", national),
+                        "0" + nsn, "1" + nsn, code + "0" + nsn}  # fmt: skip
+    rng = random.Random(region)
+    for _ in range(1500):
+        head = rng.choice(["", "0", "1", "00", code, "0" + code[:1], idd])
+        numbers.add(head + "".join(rng.choice("0123456789") for _ in range(rng.randint(5, 14))))
+    numbers = {n for n in numbers if 7 <= len(n) <= 17}
+    valid = {n for n in numbers if _libphonenumber_valid(n, region)}
+    assert len(valid) >= 5
+    assert [n for n in sorted(valid) if not rules.may_be_valid(n)] == []
+    if region in ("GG", "CA"):  # not their country code's main region: never refused
+        assert all(rules.may_be_valid(n) for n in numbers)
+    else:  # and it does refuse many of the others
+        assert sum(not rules.may_be_valid(n) for n in numbers - valid) > len(numbers - valid) / 3

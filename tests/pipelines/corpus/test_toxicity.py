@@ -1,6 +1,7 @@
 """Toxicity word lists: shipped languages, whole-word matching, per-language lists."""
 
 import math
+import re
 
 import pytest
 
@@ -64,3 +65,42 @@ def test_threshold_reason_and_first_reason_wins() -> None:
 def test_unknown_language_list_is_an_error() -> None:
     with pytest.raises(ValueError, match="no word list"):
         Toxicity(ToxicityConfig(languages=("xx",)))
+
+
+def test_dispatch_pattern_finds_what_the_plain_alternation_finds() -> None:
+    """The fast pattern (`dispatch_pattern`) equals `plain_pattern` match for match, also
+    where case-insensitive matching is subtle: dotted capital I, long s, Kelvin sign,
+    sharp s, words glued to letters, digits, underscores and marks."""
+    import random
+
+    from rayworks.pipelines.corpus.toxicity import dispatch_pattern, plain_pattern
+
+    lists = {lang: load_wordlist(lang) for lang in available_languages()}
+    lists["*"] = [w for words in lists.values() for w in words]
+    glue = [" ", "  ", "\n", "\t", "", "x", "é", "_", "1", "-", ".", "'", "\u0301", "日"]
+    rng = random.Random(0)
+    for words in lists.values():
+        fast, plain = dispatch_pattern(words), plain_pattern(words)
+        assert fast is not None
+        spellings = []
+        for word in words:
+            spellings += [word, word.upper(), word.title(), word.replace(" ", " \n "),
+                          word.replace("s", "\u017f").replace("k", "\u212a").replace("i", "İ"),
+                          word.upper().replace("SS", "ẞ"), word[:-1], word + word[-1],
+                          rng.choice("abcdfmnpswxz") + word[1:]]  # fmt: skip
+        for _ in range(200):
+            text = "".join(rng.choice(glue) + rng.choice(spellings) for _ in range(30))
+            assert fast.findall(text) == plain.findall(text), text
+        found = "".join(rng.choice(glue) + w for w in spellings for _ in range(1))
+        assert len(plain.findall(found)) >= len(words)  # the texts do hold matches
+
+
+def test_case_classes_are_what_each_letter_matches() -> None:
+    import numpy as np
+
+    from rayworks.pipelines.corpus.toxicity import _case_classes
+
+    every = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
+    for letter, chars in _case_classes("aksiß").items():
+        assert chars == "".join(re.findall(re.escape(letter), every, re.IGNORECASE))
+    assert _case_classes("k")["k"] == "Kk\u212a"  # Kelvin sign
