@@ -2,7 +2,7 @@
 
 The steps keep their own frozen dataclass configs with the papers' defaults (`quality.py`,
 `language.py`, ...); this pydantic config exposes the few thresholds a run usually changes
-and `step_configs` maps them onto those dataclasses, so a bad value is a `ConfigError`
+and `chain.build_steps` maps them onto those dataclasses, so a bad value is a `ConfigError`
 naming the key before any Ray work, and the papers' defaults stay defined in one place.
 """
 
@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from rayworks.pipelines.corpus.neardup import NearDupConfig
 from rayworks.pipelines.corpus.schema import PIPELINE_VERSION, normalize_collection
 from rayworks.platform.config import Config, PipelineConfig
 
@@ -93,17 +94,37 @@ class CorpusConfig(PipelineConfig):
     )
     cpus: int = Field(2, ge=1, description="CPUs the pipeline's Ray Data stages may use")
     unit_bytes: int = Field(
-        128 * 2**20, ge=1, description="input bytes per resumable unit (whole files)"
-    )
-    batch_size: int = Field(256, ge=1, description="rows per map_batches call")
+        4 * 2**20, ge=1,
+        description="input bytes per unit: the grain of scoring tasks and of --resume "
+        "(small files grouped, large jsonl/parquet files cut)",
+    )  # fmt: skip
+    batch_size: int = Field(256, ge=1, description="rows per step call")
+    batch_timeout_s: float | None = Field(
+        600.0, gt=0,
+        description="seconds a batch may take in the steps; over it, it is retried row by "
+        "row and rows over it again are rejected timeout:<step> (null: no budget)",
+    )  # fmt: skip
+    dedup_hash_ranges: int = Field(
+        8, ge=1, description="hash ranges of the dedup shuffle: its reduce tasks (raise it "
+        "with the corpus: a task holds ~15 records per live row / ranges)",
+    )  # fmt: skip
 
     RESUME_FREE: ClassVar[tuple[str, ...]] = (
-        "inputs", "cpus", "batch_size", "tokenizer_vocab_size", "tokenizer_sample_docs",
+        "inputs", "cpus", "batch_size", "batch_timeout_s", "tokenizer_vocab_size",
+        "tokenizer_sample_docs",
     )  # fmt: skip
     """Fields a `--resume` may change, because the rows a finished unit holds do not depend
     on them: `inputs` (the plan checks the files they resolve to), `cpus` and `batch_size`
-    (speed only), `tokenizer_*` (the global phase, redone on every run). Every other field,
-    a field added later included, must match the run's plan (`units.WorkDir.adopt`)."""
+    (speed only), `batch_timeout_s` (a run stuck on slow rows is resumed with another
+    budget; only rows that ran over it differ) and `tokenizer_*` (the global phase, redone
+    on every run). Every other field, a field added later included, must match the run's
+    plan (`units.WorkDir.adopt`); `dedup_hash_ranges` too, as each unit's key files are
+    split by it."""
+
+    def near_dup(self) -> NearDupConfig:
+        """The MinHash-LSH shape of `minhash_*` (`neardup.NearDupConfig`)."""
+        return NearDupConfig(ngram=self.minhash_ngram, bands=self.minhash_bands,
+                             rows=self.minhash_rows)  # fmt: skip
 
     def ray_resources(self) -> dict[str, float]:
         """What a bench arm holds: all its CPUs, so throughput arms never share a core."""

@@ -363,9 +363,23 @@ def _summary_section(df: pd.DataFrame, meta: Mapping[str, Any], line: str, holds
     return Section("Summary", paragraphs)
 
 
+def _profile_section(profile: Mapping[str, Any] | None) -> Section:
+    """Where the run's time went: seconds per scoring step (CPU time summed over the
+    actors) and per global execution (wall time), and per 1,000 documents read, so the
+    next regression shows up here first."""
+    if not profile or not profile.get("rows"):
+        return Section("Time per step", ["No step ran."])
+    rows = [[r["stage"], r["step"], f"{r['seconds']:.2f}", f"{r['per_1000_docs']:.2f}"]
+            for r in profile["rows"]]  # fmt: skip
+    note = (f"{_n(profile['docs'])} documents read. Scoring steps: seconds summed over the "
+            "scoring actors; global executions: wall seconds.")  # fmt: skip
+    return Section("Time per step", [note],
+                   tables=[Table(["stage", "step", "seconds", "s / 1,000 docs"], rows)])  # fmt: skip
+
+
 def build_sections(
     stats: pd.DataFrame, attrition: Sequence[Mapping[str, Any]], dedup: Mapping[str, Any],
-    meta: Mapping[str, Any],
+    meta: Mapping[str, Any], profile: Mapping[str, Any] | None = None,
 ) -> list[Section]:  # fmt: skip
     """Every section of the datasheet, in reading order."""
     df = _prepared(stats)
@@ -380,6 +394,7 @@ def build_sections(
         _dedup_section(dedup, df),
         _pii_section(df),
         _run_section(meta),
+        _profile_section(profile),
     ]
 
 
@@ -427,7 +442,7 @@ def render_html(sections: Sequence[Section]) -> str:
 
 def write_datasheet(
     out_dir: Path, stats: pd.DataFrame, attrition: Sequence[Mapping[str, Any]],
-    dedup: Mapping[str, Any], meta: Mapping[str, Any],
+    dedup: Mapping[str, Any], meta: Mapping[str, Any], profile: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:  # fmt: skip
     """Write `datasheet.md` and `datasheet.html` into `out_dir`; return their paths.
 
@@ -438,8 +453,10 @@ def write_datasheet(
     dedup: `{"exact_duplicate_ids": n, "near": {...}}`, any key may be missing.
     meta: run facts shown as they are (version, open_only, config, input,
       tokenizer_vocab_size, seconds, ...).
+    profile: the runner's time per step (`{"docs", "rows": [{"stage", "step", "seconds",
+      "per_1000_docs"}]}`), shown as a table; None leaves the section empty.
     """
-    sections = build_sections(stats, attrition, dedup, meta)
+    sections = build_sections(stats, attrition, dedup, meta, profile)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / DATASHEET_MD, out_dir / DATASHEET_HTML

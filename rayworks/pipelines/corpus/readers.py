@@ -235,18 +235,37 @@ def record_row(record: dict, path: str, line: int | None, cfg: ReaderConfig) -> 
     return good_row(row)
 
 
-def jsonl_rows(path: str, data: bytes, cfg: ReaderConfig) -> list[dict]:
+def _line_start(data: bytes, offset: int) -> int:
+    """Where the first line starting at or after `offset` begins (len(data) if none)."""
+    if offset <= 0:
+        return 0
+    found = data.find(b"\n", offset - 1)
+    return len(data) if found < 0 else found + 1
+
+
+def jsonl_rows(
+    path: str, data: bytes, cfg: ReaderConfig, start: int = 0, stop: int = -1
+) -> list[dict]:
     """Rows of one jsonl(.gz) file, one per line (a trailing newline adds no line):
-    lines in = good + rejected, always."""
+    lines in = good + rejected, always. With `start`/`stop` (uncompressed byte offsets,
+    `stop` -1 = the end) only the lines whose first byte lies in `[start, stop)`, numbered
+    as in the whole file (`units.split_file`); an undecodable .gz is one reject, made by
+    the piece that starts at 0."""
     try:
         data = _gunzip(path, data)
     except (OSError, EOFError, zlib.error) as err:
-        return [reject_row(path, None, GZIP_INVALID, f"{type(err).__name__}: {err}")]
+        return [reject_row(path, None, GZIP_INVALID, f"{type(err).__name__}: {err}")] * (start == 0)
+    first = 1
+    if start > 0 or stop >= 0:
+        begin = _line_start(data, start)
+        end = len(data) if stop < 0 else _line_start(data, stop)
+        first += data.count(b"\n", 0, begin)
+        data = data[begin:end]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     rows = []
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first):
         raw = raw.rstrip(b"\r")
         if len(raw) > cfg.max_bytes:
             rows.append(reject_row(path, number, OVERSIZE, raw, cfg.raw_chars))
@@ -398,7 +417,11 @@ def read_code_tree(
 
 
 def parquet_rows(
-    source: Any, path: str, cfg: ReaderConfig, rows_per_block: int = PARQUET_BLOCK_ROWS
+    source: Any,
+    path: str,
+    cfg: ReaderConfig,
+    rows_per_block: int = PARQUET_BLOCK_ROWS,
+    row_groups: tuple[int, int] | None = None,
 ) -> Iterator[pa.Table]:
     """Reader tables of one parquet file (`source`: a path or a random-access file),
     `rows_per_block` rows each, every row numbered by its 1-based position in the file
@@ -409,10 +432,16 @@ def parquet_rows(
     not tell which to keep and kept both, and near dedup merged them into one node. A file
     that is not parquet, or breaks part-way, gives one `parquet:invalid` reject at the
     first row it could not read (the error as raw), so rows in = good + rejected.
+    `row_groups` `(first, stop)` reads only those row groups, numbered as in the file.
     """
     number = 0
     try:
-        for batch in pq.ParquetFile(source).iter_batches(batch_size=rows_per_block):
+        pf = pq.ParquetFile(source)
+        groups = None
+        if row_groups is not None:  # a piece of the file (`units.split_file`)
+            groups = list(range(*row_groups))
+            number = sum(pf.metadata.row_group(i).num_rows for i in range(row_groups[0]))
+        for batch in pf.iter_batches(batch_size=rows_per_block, row_groups=groups):
             records = batch.to_pylist()
             yield to_table([record_row(r, path, number + i, cfg)
                             for i, r in enumerate(records, start=1)])  # fmt: skip
@@ -449,6 +478,40 @@ def read_parquet_docs(
     rejected `field:missing_text`; an unreadable file `parquet:invalid` (`parquet_rows`)."""
     files = resolve_inputs(paths, [".parquet"])
     return ray.data.read_datasource(_ParquetRows(files, cfg))
+
+
+def unit_table(files: Sequence[str], fmt: str, cfg: ReaderConfig, start: int = 0,
+               stop: int | None = None) -> pa.Table:  # fmt: skip
+    """Every row of one unit of input (`units.Unit`: whole files, or with `stop` a piece
+    of one file) in the `READ_FIELDS` layout, read in the calling process: the scoring
+    stage reads its own units, so the corpus never passes through the object store."""
+    tables: list[pa.Table] = []
+    for path in files:
+        if fmt == "parquet":
+            groups = None if stop is None else (start, stop)
+            tables += parquet_rows(path, path, cfg, row_groups=groups)
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        if fmt == "jsonl":
+            rows = jsonl_rows(path, data, cfg, start, -1 if stop is None else stop)
+        elif fmt == "code":
+            rows = [file_row(path, data, cfg, code_language_of(path))]
+        elif fmt == "text":
+            rows = [file_row(path, data, cfg)]
+        else:
+            raise RayworksError(f"unknown input_format {fmt!r}: jsonl, parquet, text or code.")
+        tables.append(to_table(rows))
+    return pa.concat_tables(tables) if tables else to_table([])
+
+
+def split_table(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A reader table -> (good rows in `ROW_FIELDS`, rejects in `REJECT_FIELDS`)."""
+    ok = pc.equal(table["reject_reason"], "")
+    good = table.filter(ok).select(list(ROW_FIELDS))
+    bad = table.filter(pc.invert(ok))
+    cols = [bad["source_path"], bad["line"], bad["reject_reason"], bad["reject_raw"]]
+    return good, pa.table(dict(zip(REJECT_FIELDS, cols, strict=True)))
 
 
 def split_rejects(ds: ray.data.Dataset) -> tuple[ray.data.Dataset, ray.data.Dataset]:

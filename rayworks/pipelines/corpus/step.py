@@ -34,6 +34,8 @@ import numpy as np
 
 Batch = dict[str, Any]
 DROP = "drop_reason"
+ROW_ID = "row_id"
+"""A row's int64 key in a run: unit index << 32 | its position in the unit (`score_unit.py`)."""
 
 
 class Step(Protocol):

@@ -1,16 +1,20 @@
-"""Near-duplicate dedup over Ray Data: catch rates follow the LSH S-curve, the distributed
-result equals the single-process reference, and neither block order nor earlier drops
-change who is kept."""
+"""Near-duplicate dedup: catch rates follow the LSH S-curve, the key files + range tasks of
+`dedup.py` (over Ray) equal the single-process reference, and neither how rows are split
+into units nor earlier drops change who is kept."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from rayworks.pipelines.corpus.dedup import fetch, find_links, key_records, range_links
 from rayworks.pipelines.corpus.minhash import (
     candidate_pairs,
     clusters,
@@ -22,20 +26,13 @@ from rayworks.pipelines.corpus.minhash import (
     signatures,
 )
 from rayworks.pipelines.corpus.neardup import (
-    DEDUP_NEAR,
-    NEAR_OF,
     SIGNATURE,
     MinHashSignature,
-    NearDedup,
     NearDupConfig,
-    candidate_edges,
     decode_signature,
-    fetch_signatures,
-    near_duplicates,
     resolve,
-    row_keys,
 )
-from rayworks.pipelines.corpus.step import DROP
+from rayworks.pipelines.corpus.step import DROP, ROW_ID
 
 CFG = NearDupConfig()
 LEVELS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
@@ -76,37 +73,75 @@ def corpus() -> dict:
     rows += [_row(t, "fam.jsonl", line) for t, line in zip(family, (9, 3, 7, 5), strict=True)]
     rows += [_row(rows[0]["text"], "z_copy.jsonl", 1), _row("", "empty.jsonl", 1)]
     dead = [_row(r["text"], "dead.jsonl", i, "gopher:x") for i, r in enumerate(rows[:20])]
-    return {"rows": rows + dead, "pairs": pairs, "family": family, "dead": dead}
+    rows += dead
+    for i, row in enumerate(rows):
+        row[ROW_ID] = 1000 + 7 * i  # read order: the first copy has the smallest id
+    return {"rows": rows, "pairs": pairs, "family": family, "dead": dead}
 
 
-def _signed(rows: list[dict], blocks: int):
-    import ray
+def _signed(rows: list[dict]) -> pa.Table:
+    """The rows after the signature step, as a scored unit holds them."""
+    batch = {k: np.asarray([r[k] for r in rows], dtype=object) for k in rows[0]}
+    batch[ROW_ID] = np.asarray([r[ROW_ID] for r in rows], dtype=np.int64)
+    out = MinHashSignature(CFG)(batch)
+    return pa.table({k: pa.array(list(v)) for k, v in out.items()})
 
-    ds = ray.data.from_items(rows, override_num_blocks=blocks)
-    ds = ds.map_batches(MinHashSignature(CFG), batch_format="numpy")
-    # a later numpy step, as in the runner: the signature column must pass through intact
-    return ds.map_batches(NearDedup({}), batch_format="numpy")  # lazy: signed per read
+
+def _key_files(table: pa.Table, folder: Path, units: int, ranges: int) -> list[list[str]]:
+    """`table` split into `units` unit files, each with its key files (`score_unit.py`);
+    returns the key files of each hash range."""
+    out: list[list[str]] = [[] for _ in range(ranges)]
+    step = -(-table.num_rows // units)
+    for u in range(units):
+        for r, keys in enumerate(key_records(table.slice(u * step, step), CFG, ranges)):
+            path = folder / f"u{u}-keys-{r}.parquet"
+            pq.write_table(keys, path)
+            out[r].append(str(path))
+    return out
+
+
+def _links(ranges: list[list[str]]):
+    """`find_links` without Ray: every range's links, gathered as it gathers them."""
+    exact, near = {}, set()
+    for files in ranges:
+        t = range_links(files)
+        for row, to, kind in zip(*(t[c].to_pylist() for c in (ROW_ID, "to", "kind")), strict=True):
+            if kind == 0:
+                exact[row] = to
+            else:
+                near.add((to, row))
+    return exact, {(a, b) for a, b in near if a not in exact and b not in exact}
 
 
 @pytest.fixture(scope="module")
-def runs(ray_session, corpus) -> dict:
-    """The rows in 2 blocks: candidates from one groupby (4 hash ranges), resolved with and
-    without verify; the rows shuffled into 3 blocks, through `near_duplicates` end to end
-    with 1 hash range."""
+def runs(ray_session, corpus, tmp_path_factory) -> dict:
+    """The rows in 2 units: links from `find_links` over Ray (4 hash ranges), resolved
+    with and without verify; the rows shuffled into 3 units and 1 hash range, through
+    the pure range function."""
+    folder = tmp_path_factory.mktemp("keys")
+    table = _signed(corpus["rows"])
     shuffled = list(corpus["rows"])
     random.Random(1).shuffle(shuffled)
-    ds = _signed(corpus["rows"], 2)
-    candidates = candidate_edges(ds, CFG)
-    ends = {key for edge in candidates for key in edge}
+    links = find_links(_key_files(table, folder, 2, 4))
+    unit = folder / "unit.parquet"
+    pq.write_table(table, unit)
+    ends = {row for edge in links.edges for row in edge}
+    got = fetch([str(unit)], ends, set(links.exact), None, CFG)
+    exact2, edges2 = _links(_key_files(_signed(shuffled), folder / "..", 3, 1))
+    sigs2 = dict(zip(table[ROW_ID].to_pylist(),
+                     (decode_signature(c) for c in table[SIGNATURE].to_pylist()), strict=True))  # fmt: skip
+    ids = dict(zip(table[ROW_ID].to_pylist(), table["id"].to_pylist(), strict=True))
     return {
-        "raw": resolve(candidates, {}, NearDupConfig(verify=False)),
-        "verified": resolve(candidates, fetch_signatures(ds, ends, CFG.num_perm), CFG),
-        "shuffled": near_duplicates(_signed(shuffled, 3), NearDupConfig(hash_ranges=1)),
+        "links": links,
+        "raw": resolve(links.edges, {}, got.ids, NearDupConfig(verify=False)),
+        "verified": resolve(links.edges, got.signatures, got.ids, CFG),
+        "shuffled": resolve(edges2, sigs2, ids, CFG),
+        "shuffled_exact": exact2,
     }
 
 
-def _key(row: dict) -> tuple[str, str, int]:
-    return row["id"], row["source_path"], row["line"]
+def _key(row: dict) -> int:
+    return row[ROW_ID]
 
 
 def test_catch_rate_follows_the_s_curve(runs, corpus):
@@ -145,10 +180,10 @@ def test_verify_keeps_only_pairs_above_the_threshold(runs, corpus):
 def _reference(rows: list[dict], cfg: NearDupConfig) -> dict:
     """Single process: `minhash.candidate_pairs` over rows in representative order, the
     same verification, `minhash.clusters`."""
-    live = sorted(
-        (r for r in rows if not r[DROP] and r["text"]),
-        key=lambda r: (r["source_path"], r["line"], r["id"]),
-    )
+    firsts: dict[str, dict] = {}
+    for r in sorted((r for r in rows if not r[DROP] and r["text"]), key=_key):
+        firsts.setdefault(r["id"], r)  # exact dedup first: a later copy is not clustered
+    live = sorted(firsts.values(), key=_key)
     sigs = signatures([r["text"] for r in live], cfg.minhash)
     keys = [_key(r) for r in live]
     pairs = {
@@ -158,7 +193,8 @@ def _reference(rows: list[dict], cfg: NearDupConfig) -> dict:
     }
     ends = {k for pair in pairs for k in pair}
     nodes = [k for k in keys if k in ends]
-    return {k: g[0][0] for g in clusters(nodes, pairs) for k in g[1:]}
+    idof = {_key(r): r["id"] for r in live}
+    return {k: idof[g[0]] for g in clusters(nodes, pairs) for k in g[1:]}
 
 
 def test_distributed_equals_single_process_reference(runs, corpus):
@@ -171,40 +207,43 @@ def test_distributed_equals_single_process_reference(runs, corpus):
 def test_representative_ignores_row_order_and_blocks(runs, corpus):
     a, b = runs["verified"], runs["shuffled"]
     assert a.drop == b.drop and a.stats() == b.stats()
-    fam = [k for k in a.drop if k[1] == "fam.jsonl"]
-    rep = content_id(corpus["family"][1])  # fam.jsonl line 3: the smallest key
+    family = [r for r in corpus["rows"] if r["source_path"] == "fam.jsonl"]
+    fam = [k for k in a.drop if k in {_key(r) for r in family}]
+    rep = content_id(corpus["family"][0])  # the family's first row read: the smallest id
     assert len(fam) == 3 and {a.drop[k] for k in fam} == {rep}
-    first = corpus["rows"][0]
-    assert a.drop[(first["id"], "z_copy.jsonl", 1)] == first["id"]  # same id, later path
     assert a.cluster_sizes[4] == 1
 
 
+def test_exact_copies_link_to_the_first_and_stay_out_of_clusters(runs, corpus):
+    first = corpus["rows"][0]
+    copy = next(r for r in corpus["rows"] if r["source_path"] == "z_copy.jsonl")
+    assert runs["links"].exact == {_key(copy): _key(first)} == runs["shuffled_exact"]
+    assert all(_key(copy) not in edge for edge in runs["links"].edges)
+
+
 def test_dropped_rows_are_never_clustered(runs, corpus):
-    dead = {_key(r) for r in corpus["dead"]}
-    for res in runs.values():
-        assert not dead & set(res.drop)
-        assert not any(k[1] in ("dead.jsonl", "empty.jsonl") for k in res.drop)
+    out = {_key(r) for r in corpus["rows"] if r["source_path"] in ("dead.jsonl", "empty.jsonl")}
+    assert len(out) == 21
+    for name in ("raw", "verified", "shuffled"):
+        assert not out & set(runs[name].drop)
+    links = runs["links"]
+    assert not out & (
+        {r for e in links.edges for r in e} | set(links.exact) | set(links.exact.values())
+    )
 
 
-def test_signature_step_and_near_dedup_keep_first_reason():
+def test_signature_step_skips_dropped_rows():
     texts = ["one two three four five six", "one two three four five six", "x", ""]
     batch = {
         "id": np.array(["a", "b", "c", "d"], dtype=object),
         "text": np.array(texts, dtype=object),
-        "source_path": np.array(["p"] * 4, dtype=object),
-        "line": np.array([1, 2, float("nan"), 4]),
         DROP: np.array(["", "", "", "toxicity:words"], dtype=object),
     }
     signed = MinHashSignature(CFG)(batch)
     column = [decode_signature(c) for c in signed[SIGNATURE]]
     assert [len(c) for c in column] == [112, 112, 112, 0] and signed[SIGNATURE][3] == b""
     assert np.array_equal(column[0], signatures(texts[:1], CFG.minhash)[0])
-    assert row_keys(batch)[2] == ("c", "p", -1)
-    drop_map = {("b", "p", 2): "a", ("d", "p", 4): "a"}
-    out = NearDedup(drop_map)(signed)
-    assert list(out[DROP]) == ["", DEDUP_NEAR, "", "toxicity:words"]
-    assert list(out[NEAR_OF]) == ["", "a", "", ""]
-    assert list(out["text"]) == texts
+    assert list(signed[DROP]) == ["", "", "", "toxicity:words"]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +252,6 @@ def test_signature_step_and_near_dedup_keep_first_reason():
         ({"bands": 0}, "bands"),
         ({"rows": 1.5}, "rows"),
         ({"ngram": True}, "ngram"),
-        ({"hash_ranges": 0}, "hash_ranges"),
         ({"seed": -1}, "seed"),
         ({"verify": "yes"}, "verify"),
     ],

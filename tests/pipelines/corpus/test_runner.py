@@ -138,9 +138,12 @@ def _ids(folder: Path) -> list[str]:
 
 
 def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monkeypatch):
-    """A run killed while committing its second unit resumes: finished units are not
-    redone, the half-written one is, and the output is what an uninterrupted run writes."""
+    """A run killed after its first unit's marker resumes: the marked unit is not redone;
+    the unit whose folders were renamed into place but not marked, and a half-written
+    temporary folder, are cleared and redone; the output is what an uninterrupted run
+    writes."""
     from rayworks.pipelines.corpus import runner
+    from rayworks.pipelines.corpus.units import WorkDir
 
     srcs = []
     for i in range(2):
@@ -151,29 +154,34 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
         srcs.append(str(path))
     overrides = [f"inputs=[{','.join(srcs)}]", "cpus=1", "batch_size=4", "unit_bytes=1"]
     cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
-    real_commit, real_unit = runner.commit_dir, runner.run_unit
-    commits: list[str] = []
+    real_finish, real_score = WorkDir.finish, runner.score_units
+    marked: list[str] = []
 
-    def killed_on_third_commit(tmp: Path, final: Path) -> None:
-        commits.append(final.name)
-        if len(commits) == 3:  # unit-00000 scored + rejects done, unit-00001 half written
+    def killed_on_second_marker(self, unit, counts) -> None:
+        if marked:  # the second unit's folders are in place, its marker never written
             raise Killed
-        real_commit(tmp, final)
+        marked.append(unit.name)
+        real_finish(self, unit, counts)
 
-    monkeypatch.setattr(runner, "commit_dir", killed_on_third_commit)
+    monkeypatch.setattr(WorkDir, "finish", killed_on_second_marker)
     ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
     with pytest.raises(Killed):
         run_corpus(cfg, ctx)
-    assert (ctx.artifacts_dir / "work" / "scored" / "unit-00001.tmp").is_dir()
-    monkeypatch.setattr(runner, "commit_dir", real_commit)
-    redone: list[str] = []
-    monkeypatch.setattr(runner, "run_unit", lambda unit, *a: (redone.append(unit.name),
-                                                              real_unit(unit, *a)))  # fmt: skip
+    work = ctx.artifacts_dir / "work"
+    (killed,) = {"unit-00000", "unit-00001"} - set(marked)
+    assert (work / "scored" / killed / "part.parquet").exists()
+    assert not (work / "units" / f"{killed}.json").exists()
+    half = work / "scored" / f".{killed}.tmp-dead"  # as `platform.atomic` names them
+    half.mkdir()
+    monkeypatch.setattr(WorkDir, "finish", real_finish)
+    redone: list[list[str]] = []
+    monkeypatch.setattr(runner, "score_units", lambda todo, *a: (redone.append(
+        [u.name for u in todo]), real_score(todo, *a)))  # fmt: skip
     resumed = run_corpus(cfg, RunContext.open(ctx.run_dir))
 
     # what an uninterrupted run writes: every document once, the later copy of prose(0)
     # (in-1.jsonl, line 4) quarantined as an exact duplicate
-    assert redone == ["unit-00001"] and resumed["resumed_units"] == 1
+    assert redone == [[killed]] and resumed["resumed_units"] == 1
     assert (resumed["in"], resumed["kept"], resumed["dropped"], resumed["rejected"]) == (7, 6, 1, 0)
     art = ctx.artifacts_dir
     expected = sorted({document_id(prose(s)) for s in (0, 1, 2, 10, 11, 12)})
@@ -182,7 +190,7 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
     assert [(r["source_path"], r["line"], r["drop_reason"]) for r in quarantined] == [
         (srcs[1], 4, "dedup:exact")
     ]
-    assert not list(art.rglob("*.tmp"))
+    assert not half.exists() and not list(art.rglob(".*.tmp-*"))
 
 
 def test_resume_under_other_settings_is_refused_before_any_unit_runs(tmp_path: Path,
@@ -197,14 +205,14 @@ def test_resume_under_other_settings_is_refused_before_any_unit_runs(tmp_path: P
     write_input(src)
     started: list[str] = []
 
-    def killed(unit, *args):
-        started.append(unit.name)
+    def killed(todo, *args):
+        started.append(todo[0].name)
         raise Killed
 
     def cfg(*extra: str) -> CorpusConfig:
         return build_config(CorpusConfig, "smoke", overrides=[f"inputs=[{src}]", *extra])
 
-    monkeypatch.setattr(runner, "run_unit", killed)
+    monkeypatch.setattr(runner, "score_units", killed)
     ctx = RunContext.create("corpus", cfg(), runs_dir=tmp_path / "runs")
     with pytest.raises(Killed):
         run_corpus(cfg(), ctx)

@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 
 from rayworks.pipelines.corpus import textview
+from rayworks.pipelines.corpus.chain import StepChain
 from rayworks.pipelines.corpus.config import CorpusConfig
-from rayworks.pipelines.corpus.runner import StepChain
 from rayworks.pipelines.corpus.textview import VIEW, TextView, char_counts, views
 
 TEXTS = [
@@ -63,7 +63,7 @@ def test_views_are_cached_in_the_batch_and_rebuilt_when_text_changes() -> None:
 def test_step_chain_with_shared_views_equals_steps_run_alone() -> None:
     """Sharing views between steps changes nothing: the chain's output equals running each
     step on its own (fresh views), and no view leaves the chain."""
-    chain = StepChain(CorpusConfig(near_dedup=False))
+    chain = StepChain.from_config(CorpusConfig(near_dedup=False))
     n = 6
     prose = (
         "The council met on Tuesday evening to discuss the new budget for the public library. "

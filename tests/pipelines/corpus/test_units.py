@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 
 from rayworks.errors import RayworksError
-from rayworks.pipelines.corpus.units import WorkDir, atomic_dir, commit_dir, plan_units
+from rayworks.pipelines.corpus.units import WorkDir, plan_units
+from rayworks.platform.atomic import atomic_dir
 
 SETTINGS = {"gopher_min_words": 50, "sources": {"max_docs": 5}, "pipeline_version": "v1"}
 
@@ -39,14 +41,17 @@ def test_markers_skip_done_units_and_partial_writes_are_cleared(tmp_path: Path):
     work = WorkDir(tmp_path / "work", outputs=[rejects])
     assert work.adopt(units, SETTINGS) == units
     for parent in (work.root / "scored", rejects):  # unit 0 complete, then its marker
-        commit_dir(atomic_dir(parent / units[0].name), parent / units[0].name)
+        with atomic_dir(parent / units[0].name):
+            pass
     work.finish(units[0], {"in": 3, "rejected": {}})
-    leftover = atomic_dir(work.root / "scored" / units[1].name)  # a kill mid-write
+    leftover = work.root / "scored" / f".{units[1].name}.tmp-0001"  # a kill mid-write
+    leftover.mkdir()
     (leftover / "part.parquet").write_text("half")
     # a kill after unit 2's folders were renamed into place but before its marker
     unmarked = [parent / units[2].name for parent in (work.root / "scored", rejects)]
     for folder in unmarked:
-        commit_dir(atomic_dir(folder), folder)
+        with atomic_dir(folder):
+            pass
     (work.markers / f"{units[2].name}.json.part").write_text("{")
 
     todo = WorkDir(tmp_path / "work", outputs=[rejects]).adopt(units, SETTINGS)
@@ -93,12 +98,67 @@ def test_resume_refuses_a_plan_without_settings(tmp_path: Path):
         work.adopt(units, SETTINGS)
 
 
-def test_commit_replaces_an_older_folder(tmp_path: Path):
-    final = tmp_path / "output"
-    final.mkdir()
-    (final / "stale.parquet").write_text("old")
-    tmp = atomic_dir(final)
-    (tmp / "new.parquet").write_text("new")
-    commit_dir(tmp, final)
-    assert [p.name for p in final.iterdir()] == ["new.parquet"]
-    assert not tmp.exists()
+def _jsonl(path: Path, lines: int, gz: bool) -> str:
+    body = "".join(f'{{"text": "line {i} {"x" * (i % 97)}"}}\n' for i in range(lines)).encode()
+    path.write_bytes(gzip.compress(body, mtime=0) if gz else body)
+    return str(path)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_large_jsonl_file_is_cut_into_pieces_that_read_every_line_once(
+    tmp_path: Path, gz: bool, monkeypatch: pytest.MonkeyPatch
+):
+    """Pieces cut a file by the uncompressed offset of each line's first byte: read one by
+    one they give every line exactly once, numbered as in the whole file."""
+    from rayworks.pipelines.corpus import readers, units
+
+    monkeypatch.setattr(units, "MIN_PIECE_BYTES", 1000)
+    big = _jsonl(tmp_path / ("big.jsonl.gz" if gz else "big.jsonl"), 400, gz)
+    small = _jsonl(tmp_path / "a-small.jsonl", 3, False)
+    plan = plan_units([big, small], unit_bytes=5000, fmt="jsonl")
+    pieces = [u for u in plan if u.stop is not None]
+    assert plan[0].files == (small,) and plan[0].stop is None
+    assert len(pieces) >= 4 and all(u.files == (big,) for u in pieces)
+    assert pieces[0].start == 0 and pieces[-1].stop == -1
+    assert [u.start for u in pieces[1:]] == [u.stop for u in pieces[:-1]]
+    cfg = readers.ReaderConfig(collection="web")
+    whole = readers.unit_table((big,), "jsonl", cfg)
+    parts = [readers.unit_table(u.files, "jsonl", cfg, u.start, u.stop) for u in pieces]
+    assert [p.num_rows > 0 for p in parts] == [True] * len(parts)
+    lines = [n for p in parts for n in p["line"].to_pylist()]
+    assert lines == whole["line"].to_pylist() == list(range(1, 401))
+    texts = [t for p in parts for t in p["text"].to_pylist()]
+    assert texts == whole["text"].to_pylist()
+
+
+def test_a_broken_gzip_cut_into_pieces_is_one_reject(tmp_path: Path, monkeypatch):
+    from rayworks.pipelines.corpus import readers, units
+
+    monkeypatch.setattr(units, "MIN_PIECE_BYTES", 1000)
+    path = tmp_path / "broken.jsonl.gz"
+    data = gzip.compress(b'{"text": "a"}\n' * 5000, mtime=0)
+    path.write_bytes(data[: len(data) // 2] + data[-8:])  # the trailer survives: it is cut
+    pieces = units.split_file(str(path), units.input_bytes(str(path), len(data), "jsonl"),
+                              "jsonl", unit_bytes=10_000)  # fmt: skip
+    cfg = readers.ReaderConfig(collection="web")
+    rows = [readers.unit_table((str(path),), "jsonl", cfg, a, b) for a, b, _ in pieces]
+    assert len(pieces) > 1
+    assert [r for t in rows for r in t["reject_reason"].to_pylist()] == ["gzip:invalid"]
+
+
+def test_a_parquet_file_is_cut_by_row_groups(tmp_path: Path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rayworks.pipelines.corpus import readers, units
+
+    path = tmp_path / "cc.parquet"
+    texts = [f"document {i} " + "y" * 300 for i in range(100)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=10)
+    monkeypatch.setattr(units, "MIN_PIECE_BYTES", 1)
+    plan = plan_units([str(path)], unit_bytes=6000, fmt="parquet")
+    assert len(plan) > 1 and plan[0].start == 0 and plan[-1].stop == 10
+    cfg = readers.ReaderConfig(collection="web")
+    parts = [readers.unit_table(u.files, "parquet", cfg, u.start, u.stop) for u in plan]
+    assert [n for p in parts for n in p["line"].to_pylist()] == list(range(1, 101))
+    assert [t for p in parts for t in p["text"].to_pylist()] == texts

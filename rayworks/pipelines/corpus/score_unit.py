@@ -1,0 +1,147 @@
+"""One unit of input read, scored and written by one actor: the scoring stage of a corpus run.
+
+`run_corpus` streams the units of the plan (`units.py`) through ONE Ray Data execution: a
+pool of `cpus` `ScoreUnits` actors, one unit in flight per actor, each of which reads its
+unit's files itself (`readers.unit_table`), scores the rows in batches of `batch_size`
+(`chain.py`, under the time budget of `guard.py`), writes the unit's scored parquet and
+rejects (each renamed into place) with the unit's dedup key files (`dedup.py`: the map
+side of the global phase's shuffle) and returns one manifest row; the driver writes the
+unit's completion marker from that row as it arrives. So the corpus itself never crosses
+the object store, no stage waits for another, the actors (and their language model) start
+once per run, and `--resume` skips every unit with a marker.
+
+Every good row gets `row_id` = unit index << 32 | its position in the unit: an int64
+that is unique in the run, the same on every run of the plan, and ordered as the input
+is read (files by path, then line), which the global phase uses as the row's key and
+its "first copy" order (`dedup.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rayworks.pipelines.corpus import readers
+from rayworks.pipelines.corpus.config import CorpusConfig
+from rayworks.pipelines.corpus.dedup import key_records
+from rayworks.pipelines.corpus.guard import GuardedChain, LocalChain, Scored, StepsFactory
+from rayworks.pipelines.corpus.pii_step import redact_rejects
+from rayworks.pipelines.corpus.schema import raw_text
+from rayworks.pipelines.corpus.step import DROP, ROW_ID
+from rayworks.pipelines.corpus.units import Unit
+from rayworks.platform.atomic import atomic_dir
+
+ROW_BITS = 32
+"""Rows per unit at most: 2**32 (a unit is a few MB of input)."""
+
+_REJECT_SCHEMA = pa.schema([("source_path", pa.string()), ("line", pa.int64()),
+                            ("reason", pa.string()), ("raw", pa.string())])  # fmt: skip
+
+
+def reader_config(cfg: CorpusConfig) -> readers.ReaderConfig:
+    return readers.ReaderConfig(text_field=cfg.text_field, collection=cfg.collection,
+                                license=cfg.license)  # fmt: skip
+
+
+def make_chain(cfg: CorpusConfig) -> GuardedChain | LocalChain:
+    """The steps of `cfg`, in a child process under `batch_timeout_s` (null: in process)."""
+    build = StepsFactory("rayworks.pipelines.corpus.chain:build_steps", cfg)
+    if cfg.batch_timeout_s is None:
+        return LocalChain(build)
+    return GuardedChain(build, cfg.batch_timeout_s)
+
+
+def _timeout_rejects(good: pa.Table, timeouts: list[tuple[int, str]], limit: int) -> pa.Table:
+    """Reject rows for the rows the budget gave up on: reason and the text as raw."""
+    rows = [good.slice(i, 1).to_pylist()[0] for i, _ in timeouts]
+    return pa.Table.from_pylist(
+        [{"source_path": r["source_path"], "line": r["line"], "reason": reason,
+          "raw": raw_text(r["text"] or "", limit)}
+         for r, (_, reason) in zip(rows, timeouts, strict=True)],
+        schema=_REJECT_SCHEMA,
+    )  # fmt: skip
+
+
+def score_unit(
+    unit: Unit, fmt: str, cfg: CorpusConfig, chain: GuardedChain | LocalChain,
+    scored_root: Path, rejects_root: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """Read, score and write one unit: its scored rows to `scored_root/<unit>`, its reader
+    rejects and timeout rejects (PII-redacted) to `rejects_root/<unit>`, each renamed into
+    place. Returns the manifest row the driver turns into the unit's marker."""
+    clock = time.perf_counter
+    start, restarts = clock(), chain.restarts
+    reader_cfg = reader_config(cfg)
+    table = readers.unit_table(unit.files, fmt, reader_cfg, unit.start, unit.stop)
+    good, rejects = readers.split_table(table)
+    ids = (np.int64(unit.index) << ROW_BITS) + np.arange(good.num_rows, dtype=np.int64)
+    good = good.append_column(ROW_ID, pa.array(ids, type=pa.int64()))
+    read_s = clock() - start
+
+    parts: list[pa.Table] = []
+    timeouts: list[tuple[int, str]] = []
+    for offset in range(0, good.num_rows, cfg.batch_size):
+        scored: Scored = chain(good.slice(offset, cfg.batch_size))
+        if scored.table is not None:
+            parts.append(scored.table)
+        timeouts += [(offset + i, reason) for i, reason in scored.timeouts]
+    score_s = clock() - start - read_s
+
+    write_start = clock()
+    rejects = rejects.cast(_REJECT_SCHEMA)
+    if timeouts:
+        rejects = pa.concat_tables(
+            [rejects, _timeout_rejects(good, timeouts, reader_cfg.raw_chars)]
+        )
+    with atomic_dir(scored_root / unit.name) as tmp:
+        if parts:
+            scored_rows = pa.concat_tables(parts, promote_options="permissive")
+            pq.write_table(scored_rows, tmp / "part.parquet")
+            near = cfg.near_dup() if cfg.near_dedup else None
+            for r, keys in enumerate(key_records(scored_rows, near, cfg.dedup_hash_ranges)):
+                if keys.num_rows:
+                    pq.write_table(keys, tmp / f"keys-{r:04d}.parquet")
+    if rejects.num_rows:
+        rejects = redact_rejects(rejects)
+    with atomic_dir(rejects_root / unit.name) as tmp:
+        if rejects.num_rows:
+            pq.write_table(rejects, tmp / "rejects.parquet")
+    live = sum(int(np.sum(p[DROP].to_numpy(zero_copy_only=False) == "")) for p in parts)
+    seconds = {**chain.take_seconds(), "read": read_s, "write": clock() - write_start}
+    return {
+        "unit": unit.name, "in": table.num_rows, "scored": good.num_rows - len(timeouts),
+        "live": live, "rejected": dict(Counter(rejects["reason"].to_pylist())),
+        "seconds": seconds, "busy_s": clock() - start, "score_s": score_s,
+        "restarts": chain.restarts - restarts,
+    }  # fmt: skip
+
+
+def unit_item(unit: Unit) -> dict[str, str]:
+    """A unit as one row of the scoring stage's input."""
+    return {"unit": json.dumps(asdict(unit))}
+
+
+class ScoreUnits:
+    """The scoring stage's actor: builds the steps once (in its guarded child), then
+    `score_unit` for every unit it is handed; returns the manifest rows as JSON."""
+
+    def __init__(self, cfg: CorpusConfig, fmt: str, scored_root: str, rejects_root: str) -> None:
+        self.cfg, self.fmt = cfg, fmt
+        self.roots = Path(scored_root), Path(rejects_root)
+        self.chain = make_chain(cfg)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = []
+        for item in batch["unit"]:
+            spec = json.loads(str(item))
+            unit = Unit(**{**spec, "files": tuple(spec["files"])})
+            rows.append(json.dumps(score_unit(unit, self.fmt, self.cfg, self.chain, *self.roots)))
+        return {"manifest": np.asarray(rows, dtype=object)}
