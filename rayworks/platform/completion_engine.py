@@ -1,26 +1,35 @@
 """The sampling loop behind the model endpoint: batched prompts, KV cache, stop strings.
 
-One loop serves both the plain and the streamed answer, so both give the same text for
-the same request; text that may be the start of a stop string is held back until settled.
+One loop serves completions and chats, plain and streamed, so all give the same text for
+the same prompt; text that may be the start of a stop string is held back until settled.
+A request becomes token-id prompts (strings, token ids, or a rendered chat), is checked
+against the server's limits, and runs as a `Generation` whose step events carry each
+choice's new text and, when asked, the raw logprobs of its tokens (`logprobs.py`).
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import secrets
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.platform import kv_serving
+from rayworks.platform.chat_prompt import chat_prompt_ids
 from rayworks.platform.kv_serving import KVServing
-from rayworks.platform.openai_api import MAX_ROWS, APIError, CompletionRequest, choice
+from rayworks.platform.logprobs import TokenLogprob, prompt_logprobs, step_logprobs
+from rayworks.platform.openai_responses import (
+    chat_body,
+    chat_chunks,
+    completion_body,
+    completion_chunks,
+)
+from rayworks.platform.openai_schema import MAX_ROWS, APIError, ChatRequest, CompletionRequest
 from rayworks.platform.serve_limits import ServeLimits, over_limit
 from rayworks.platform.text_stream import IncrementalDecoder, StopMatcher
 
@@ -39,27 +48,37 @@ def sample_next(
     return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
 
 
+def tokenize(tok: Any, prompt: str, index: int) -> list[int]:
+    """A string prompt's token ids (BOS alone for ""); 400 if empty and there is no BOS."""
+    ids = tok(prompt).input_ids or [tok.bos_token_id]
+    if ids[0] is None:
+        raise APIError(
+            400, f"prompt {index} is empty and the model has no BOS token", param="prompt"
+        )
+    return ids
+
+
+def check_context(ids: list[int], index: int, context: int, room: int = 1,
+                  param: str = "prompt") -> None:  # fmt: skip
+    """400 if the prompt plus `room` generated tokens does not fit the model's context."""
+    if len(ids) + room > context:
+        need = ", leaving no room for a completion" if room else ""
+        raise APIError(
+            400,
+            f"prompt {index} has {len(ids)} tokens but the model's context "
+            f"(max_position_embeddings) is {context} tokens{need}; shorten the prompt",
+            param=param,
+            code="context_length_exceeded",
+        )
+
+
 def encode_prompts(tok: Any, context: int, prompts: list[str]) -> list[list[int]]:
     """Token ids per prompt; 400 if a prompt is empty (and there is no BOS) or leaves no room
     to generate within `context` tokens. Shared with the TTC router, which checks prompts
     before they join a batch."""
-    rows = []
-    for i, prompt in enumerate(prompts):
-        ids = tok(prompt).input_ids or [tok.bos_token_id]
-        if ids[0] is None:
-            raise APIError(
-                400, f"prompt {i} is empty and the model has no BOS token", param="prompt"
-            )
-        if len(ids) >= context:
-            raise APIError(
-                400,
-                f"prompt {i} has {len(ids)} tokens but the model's context "
-                f"(max_position_embeddings) is {context} tokens, leaving no "
-                "room for a completion; shorten the prompt",
-                param="prompt",
-                code="context_length_exceeded",
-            )
-        rows.append(ids)
+    rows = [tokenize(tok, prompt, i) for i, prompt in enumerate(prompts)]
+    for i, ids in enumerate(rows):
+        check_context(ids, i, context)
     return rows
 
 
@@ -79,6 +98,8 @@ class TextRow:
         self.matcher = StopMatcher(stop)
         self.text, self.emitted, self.n_tokens = "", 0, 0
         self.finish: str | None = None
+        self.logprobs: list[TokenLogprob] = []  # of the tokens whose text was released
+        self.pending: list[TokenLogprob] = []  # of tokens pushed since the last release
 
     def push(self, token: int) -> str:
         """Add one generated token; return the text that became safe to send."""
@@ -109,19 +130,69 @@ class TextRow:
         self.emitted = max(self.emitted, upto)
         return piece
 
+    def release(self) -> list[TokenLogprob]:
+        """The pending logprobs, moved to `logprobs`: they go out with the text sent now."""
+        out, self.pending = self.pending, []
+        self.logprobs += out
+        return out
 
-def stream_error(err: Exception) -> dict[str, Any]:
-    """An error raised after a stream started, as the event that ends it (OpenAI's error
-    object; vLLM's server does the same), instead of a stream that just stops."""
-    if isinstance(err, APIError):
-        return {"error": {**err.body, "status": err.status}}
-    message = f"generation failed: {type(err).__name__}: {str(err)[-300:]}"
-    return {"error": {"message": message, "type": "server_error", "param": None,
-                      "code": "internal_error", "status": 500}}  # fmt: skip
+
+class Event(NamedTuple):
+    """New output of one choice in one step: text, finish reason, the released logprobs."""
+
+    index: int
+    text: str
+    finish: str | None
+    logprobs: list[TokenLogprob]
+
+
+@dataclass
+class Generation:
+    """One checked request: its prompts, one TextRow per choice (prompt-major, `n` per
+    prompt) and the step iterator that fills them. `events` yields, per step, the Events
+    of the choices that produced output, and stops once every choice has finished."""
+
+    prompts: list[list[int]]  # token ids per prompt
+    echoes: list[str]  # per prompt, the text each of its choices starts with ("" unless echo)
+    prompt_logprobs: list[list[TokenLogprob]] | None  # per prompt (echo with logprobs)
+    rows: list[TextRow]
+    n: int
+    events: Iterator[list[Event]] = field(default_factory=lambda: iter(()))
+    extra: dict[str, Callable[[], Any]] = field(default_factory=dict)  # usage extras
+
+    def prompt_of(self, choice: int) -> int:
+        return choice // self.n
+
+    def usage(self) -> dict[str, Any]:
+        prompt, completion = sum(map(len, self.prompts)), sum(r.n_tokens for r in self.rows)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                 "total_tokens": prompt + completion}  # fmt: skip
+        return {**usage, **{key: value() for key, value in self.extra.items()}}
+
+
+class Sampler:
+    """Draws one token per row (`sample_next`); with `top_k` set, also keeps the step's raw
+    logprobs (`logprobs.step_logprobs`) in `last`. One sampler serves the plain loop and
+    the KV-policy loop alike, so both report logprobs the same way."""
+
+    def __init__(self, temperature: float, top_p: float, gen: torch.Generator,
+                 top_k: int | None) -> None:  # fmt: skip
+        self.temperature, self.top_p, self.gen, self.top_k = temperature, top_p, gen, top_k
+        self.last: list[TokenLogprob] | None = None
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        nxt = sample_next(logits, self.temperature, self.top_p, self.gen)
+        if self.top_k is not None:
+            self.last = step_logprobs(logits, nxt, self.top_k)
+        return nxt
+
+
+Request = CompletionRequest | ChatRequest
 
 
 class CompletionEngine:
-    """A causal LM and its tokenizer, answering completion requests (no Serve inside)."""
+    """A causal LM and its tokenizer, answering completion and chat requests (no Serve
+    inside)."""
 
     def __init__(
         self,
@@ -138,35 +209,70 @@ class CompletionEngine:
         self.draft = kv_serving.load_draft(self.kv.draft, self.model) if self.kv.draft else None
         self.tok = load_tokenizer(model_dir)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.vocab = self.model.get_input_embeddings().num_embeddings
         self.pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
         extra = getattr(self.model.generation_config, "eos_token_id", None)  # int or list
         ids = [self.tok.eos_token_id, *(extra if isinstance(extra, list) else [extra])]
         self.eos = {i for i in ids if i is not None}
+        self._texts: dict[int, str] = {}
+
+    def token_text(self, token: int) -> str:
+        """One token's text as logprobs show it (special tokens included, e.g. `</s>`)."""
+        if token not in self._texts:
+            self._texts[token] = self.tok.decode([token])
+        return self._texts[token]
 
     def encode(self, prompts: list[str]) -> list[list[int]]:
-        """Token ids per prompt; 400 if a prompt is empty, leaves no room to generate or is
-        over `--max-prompt-tokens`."""
-        rows = encode_prompts(self.tok, self.context, prompts)
+        """Token ids per string prompt, checked as `check_prompts` does."""
+        return self.check_prompts([tokenize(self.tok, p, i) for i, p in enumerate(prompts)])
+
+    def check_prompts(self, rows: list[list[int]], room: int = 1,
+                      param: str = "prompt") -> list[list[int]]:  # fmt: skip
+        """`rows` if every prompt's ids are in the vocabulary, fit the context with `room`
+        tokens to generate and are within `--max-prompt-tokens`; else 400 naming `param`."""
         for i, ids in enumerate(rows):
+            if not ids:
+                raise APIError(400, f"prompt {i} renders to no tokens", param=param)
+            if max(ids) >= self.vocab:
+                raise APIError(400, f"prompt {i} has token id {max(ids)}, outside the "
+                               f"vocabulary (ids 0..{self.vocab - 1})", param=param)  # fmt: skip
+            check_context(ids, i, self.context, room, param)
             if len(ids) > self.limits.max_prompt_tokens:
                 message = over_limit(f"prompt {i}'s length in tokens", len(ids),
                                      "max_prompt_tokens", self.limits.max_prompt_tokens)  # fmt: skip
-                raise APIError(400, message, param="prompt", code="prompt_too_long")
+                raise APIError(400, message, param=param, code="prompt_too_long")
         return rows
 
-    def check_limits(self, req: CompletionRequest, stop: list[str]) -> None:
-        """400 naming the limit (and its flag) that `req` exceeds, before any work."""
-        lim = self.limits
-        checks = [
-            ("n", req.n, "max_n", "n"),
-            ("max_tokens", req.max_tokens, "max_new_tokens", "max_tokens"),
-            ("the number of stop strings", len(stop), "max_stop", "stop"),
-            *[(f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
-              for i, s in enumerate(stop)],
-        ]  # fmt: skip
-        for what, value, limit, param in checks:
-            if value > getattr(lim, limit):
-                message = over_limit(what, value, limit, getattr(lim, limit))
+    def prompt_rows(self, req: Request, room: int) -> tuple[list[list[int]], list[str]]:
+        """(token ids, echoed text) per prompt: a chat renders to one prompt
+        (`chat_prompt.py`); a completion's prompt is strings or token ids."""
+        if isinstance(req, ChatRequest):
+            ids = chat_prompt_ids(self.tok, req.messages)
+            return self.check_prompts([ids], room, "messages"), [""]
+        prompt = req.prompt
+        prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
+        rows = [p if isinstance(p, list) else tokenize(self.tok, p, i)
+                for i, p in enumerate(prompts)]  # fmt: skip
+        self.check_prompts(rows, room)
+        if not req.echo:
+            return rows, [""] * len(rows)
+        return rows, [p if isinstance(p, str) else self.tok.decode(p, skip_special_tokens=True)
+                      for p in prompts]  # fmt: skip
+
+    def check_request(self, req: Request) -> None:
+        """404 for another model; 400 for an unsupported value or one over a limit (naming
+        the limit's flag), before any work."""
+        if req.model is not None and req.model != self.name:
+            raise APIError(
+                404,
+                f"model {req.model!r} is not served here; available: {self.name!r}",
+                param="model",
+                code="model_not_found",
+            )
+        req.check_supported()
+        for what, value, limit, param in req.measures():
+            if value > getattr(self.limits, limit):
+                message = over_limit(what, value, limit, getattr(self.limits, limit))
                 raise APIError(400, message, param=param, code="limit_exceeded")
 
     @torch.no_grad()
@@ -184,71 +290,67 @@ class CompletionEngine:
             secrets.randbits(63) if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF
         )
 
-    def steps(
-        self, rows: list[list[int]], temperature: float, top_p: float, seed: int | None
-    ) -> Iterator[list[int]]:
+    def steps(self, rows: list[list[int]], sample: Sampler) -> Iterator[list[int]]:
         """Left-pad the rows, then yield one sampled token per row per step, forever."""
         width = max(map(len, rows))
         ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows])
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        gen = self.generator(seed)
         logits, cache = self._forward(ids, mask, pos, None)
         while True:
-            nxt = sample_next(logits, temperature, top_p, gen)
+            nxt = sample(logits)
             yield nxt.tolist()
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             pos = pos[:, -1:] + 1
             logits, cache = self._forward(nxt[:, None], mask, pos, cache)
 
-    def run(
-        self, req: CompletionRequest
-    ) -> tuple[list[list[int]], list[TextRow], Iterator, dict[str, Any]]:
-        """Check `req`, then return the prompts, one TextRow per choice, a step iterator and
-        the usage extras (filled while the iterator runs: `kv_cache` under a KV policy).
-
-        The iterator yields `[(choice_index, new_text, finish_reason or None), ...]` per
-        step and stops once every choice has finished.
-        """
-        if req.model is not None and req.model != self.name:
-            raise APIError(
-                404,
-                f"model {req.model!r} is not served here; available: {self.name!r}",
-                param="model",
-                code="model_not_found",
-            )
-        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-        stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop or [] if s]
-        self.check_limits(req, stop)
+    def run(self, req: Request) -> Generation:
+        """Check `req` and return its Generation; nothing is generated until its events are
+        iterated (prompt logprobs, for echo, are computed here)."""
+        deadline = time.monotonic() + self.limits.request_timeout_s
+        self.check_request(req)
+        policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
+                                            self.model)  # fmt: skip
+        cap = req.token_cap()[0]
+        cap = self.limits.max_new_tokens if cap is None else cap
+        top_k = req.top_k()[0]
+        prompts, echoes = self.prompt_rows(req, room=min(cap, 1))
         if len(prompts) * req.n > MAX_ROWS:
             raise APIError(
                 400, f"prompts x n = {len(prompts) * req.n} exceeds {MAX_ROWS}", param="n"
             )
-        policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
-                                            self.model)  # fmt: skip
-        encoded = self.encode(prompts)
-        batch = [ids for ids in encoded for _ in range(req.n)]
-        limits = [min(req.max_tokens, self.context - len(ids)) for ids in batch]
-        texts = [TextRow(self.tok, self.eos, stop, limit) for limit in limits]
-        extra: dict[str, Any] = {}
+        batch = [ids for ids in prompts for _ in range(req.n)]
+        rows = [TextRow(self.tok, self.eos, req.stops(), min(cap, self.context - len(ids)))
+                for ids in batch]  # fmt: skip
+        scored = None
+        if isinstance(req, CompletionRequest) and req.echo and top_k is not None:
+            scored = [prompt_logprobs(self.model, ids, top_k) for ids in prompts]
+        gen = Generation(prompts, echoes, scored, rows, req.n)
+        if cap == 0:  # echo only: score the prompt, generate nothing
+            for row in rows:
+                row.finish = "length"
+            return gen
+        sampler = Sampler(req.temperature, req.top_p, self.generator(req.seed), top_k)
+        steps, gen.extra = self._steps(batch, sampler, policy, budget, cap)
+        gen.events = self._events(steps, rows, sampler, deadline)
+        return gen
+
+    def _steps(
+        self, batch: list[list[int]], sampler: Sampler, policy: str, budget: int | None, cap: int
+    ) -> tuple[Iterator[list[int]], dict[str, Callable[[], Any]]]:
+        """The step iterator (the plain batched loop, or per-row compressed caches under a
+        KV policy) and its usage extras (`kv_cache`)."""
         if budget is None:
-            steps = self.steps(batch, req.temperature, req.top_p, req.seed)
-        else:
-            stats: list[dict[str, float]] = []
-            gen = self.generator(req.seed)
-            lookahead = min(req.max_tokens, self.kv.lookahead)
-            steps = kv_serving.compressed_steps(
-                self.model, self.draft, batch, policy, budget, lookahead,
-                lambda logits: sample_next(logits, req.temperature, req.top_p, gen), stats,
-            )  # fmt: skip
-            extra = {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
-        deadline = time.monotonic() + self.limits.request_timeout_s
-        return encoded, texts, self._events(steps, texts, deadline), extra
+            return self.steps(batch, sampler), {}
+        stats: list[dict[str, float]] = []
+        steps = kv_serving.compressed_steps(self.model, self.draft, batch, policy, budget,
+                                            min(cap, self.kv.lookahead), sampler, stats)  # fmt: skip
+        return steps, {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
 
     def _events(
-        self, steps: Iterator[list[int]], texts: list[TextRow], deadline: float
-    ) -> Iterator[list[tuple[int, str, str | None]]]:
-        """Per step, the choices' new text; 408 once the request's time is up."""
+        self, steps: Iterator[list[int]], rows: list[TextRow], sampler: Sampler, deadline: float
+    ) -> Iterator[list[Event]]:
+        """Per step, the choices' new text and logprobs; 408 once the request's time is up."""
         for tokens in steps:
             if time.monotonic() > deadline:
                 steps.close()
@@ -256,53 +358,32 @@ class CompletionEngine:
                 message = over_limit("the request's generation time in seconds",
                                      f"at least {limit:g}", "request_timeout_s", f"{limit:g}")  # fmt: skip
                 raise APIError(408, message, type="timeout_error", code="request_timeout")
-            events = []
-            for i, (row, token) in enumerate(zip(texts, tokens, strict=True)):
+            step, events = sampler.last, []
+            for i, (row, token) in enumerate(zip(rows, tokens, strict=True)):
                 if row.finish is None:
+                    if step is not None:
+                        row.pending.append(step[i])
                     piece = row.push(token)
                     if piece or row.finish:
-                        events.append((i, piece, row.finish))
+                        events.append(Event(i, piece, row.finish, row.release()))
             yield events
-            if all(row.finish for row in texts):
+            if all(row.finish for row in rows):
                 steps.close()
                 return
 
-    def echo_text(self, req: CompletionRequest, index: int) -> str:
-        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-        return prompts[index // req.n] if req.echo else ""
-
-    def complete(self, req: CompletionRequest) -> dict[str, Any]:
-        """The whole completion as one OpenAI `text_completion` object."""
-        encoded, texts, events, extra = self.run(req)
-        for _ in events:
+    def complete(self, req: Request) -> dict[str, Any]:
+        """The whole answer: a `text_completion` or a `chat.completion` object."""
+        gen = self.run(req)
+        for _ in gen.events:
             pass
-        choices = [
-            choice(i, self.echo_text(req, i) + r.text, r.finish) for i, r in enumerate(texts)
-        ]
-        prompt, completion = sum(map(len, encoded)), sum(row.n_tokens for row in texts)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}  # fmt: skip
-        usage.update({key: value() for key, value in extra.items()})
-        return {**self._header(), "choices": choices, "usage": usage}
+        if isinstance(req, ChatRequest):
+            return chat_body(gen, req, self.name, self.token_text)
+        return completion_body(gen, req, self.name, self.token_text)
 
-    def stream(self, req: CompletionRequest) -> Iterator[str]:
-        """Server-sent events: one `data: {chunk}` per step with new text, then `[DONE]`."""
-        _, texts, events, _ = self.run(req)  # validation errors surface before streaming
-        header = self._header()
-
-        def chunks() -> Iterator[str]:
-            first = [(i, self.echo_text(req, i), None) for i in range(len(texts)) if req.echo]
-            try:
-                for batch in itertools.chain([first], events):
-                    if batch:
-                        choices = [choice(*event) for event in batch]
-                        yield f"data: {json.dumps({**header, 'choices': choices})}\n\n"
-            except Exception as err:  # the status line is sent: the error becomes an event
-                yield f"data: {json.dumps(stream_error(err))}\n\n"
-            yield "data: [DONE]\n\n"
-
-        return chunks()
-
-    def _header(self) -> dict[str, Any]:
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-                "created": int(time.time()), "model": self.name}  # fmt: skip
+    def stream(self, req: Request) -> Iterator[str]:
+        """The answer as server-sent events (`openai_responses.py`), ending with [DONE].
+        The request is checked here, so its errors are answered before the stream starts."""
+        gen = self.run(req)
+        if isinstance(req, ChatRequest):
+            return chat_chunks(gen, req, self.name, self.token_text)
+        return completion_chunks(gen, req, self.name, self.token_text)

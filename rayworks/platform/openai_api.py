@@ -1,10 +1,13 @@
-"""OpenAI-compatible HTTP surface of the model endpoint: request schema, errors, routes.
+"""OpenAI-compatible HTTP surface of the model endpoint: errors, auth, routes.
 
-`POST /v1/completions` (JSON or SSE stream), `GET /v1/models`, `GET /health` (open).
+`POST /v1/completions` and `POST /v1/chat/completions` (JSON or SSE stream; bodies in
+`openai_schema.py`, answers in `openai_responses.py`), `GET /v1/models`, `GET /health`
+(open).
 FastAPI's `/docs`, `/redoc` and `/openapi.json` are off unless `docs=True` (`--docs`): they
 would answer without a key and list every route to anyone who can connect.
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`; a bad body is
-a 400 naming the field and value (not FastAPI's 422); a wrong or missing bearer key is 401.
+a 400 naming the field and value (not FastAPI's 422), a field we do not support a 400
+naming it; a wrong or missing bearer key is 401.
 """
 
 from __future__ import annotations
@@ -13,50 +16,18 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
 from rayworks.platform.serve_limits import BodyLimit, ServeLimits
 
 if TYPE_CHECKING:
     from rayworks.platform.completion_engine import CompletionEngine
-
-MAX_ROWS = 64  # prompts x n per request: bounds the memory one request can take
-SCHEMA_MAX = 1024  # the schema's outer bound on n and stop strings; `ServeLimits` is tighter
-
-
-class CompletionRequest(BaseModel):
-    """The subset of OpenAI's `/v1/completions` body we honour; other fields are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-    model: str | None = None
-    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_ROWS)]
-    max_tokens: int = Field(16, ge=1)
-    temperature: float = Field(1.0, ge=0, le=2)
-    top_p: float = Field(1.0, gt=0, le=1)
-    n: int = Field(1, ge=1, le=SCHEMA_MAX)
-    stop: str | Annotated[list[str], Field(max_length=SCHEMA_MAX)] | None = None
-    seed: int | None = None
-    stream: bool = False
-    echo: bool = False
-    kv_policy: str | None = Field(None, description="KV-cache policy (rayworks extension)")
-    kv_budget: int | None = Field(None, ge=1, description="KV entries kept per layer and head")
-
-
-class APIError(Exception):
-    """An error answered as OpenAI's JSON error object with an HTTP status."""
-
-    def __init__(self, status: int, message: str, **fields: str | None) -> None:
-        """`fields`: OpenAI's `type` (default invalid_request_error), `param`, `code`."""
-        super().__init__(message)
-        self.status = status
-        self.body = {"message": message, "type": "invalid_request_error", "param": None,
-                     "code": None, **fields}  # fmt: skip
 
 
 def error_response(err: APIError) -> JSONResponse:
@@ -64,7 +35,8 @@ def error_response(err: APIError) -> JSONResponse:
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
-    """FastAPI's 422 as a 400 naming the first bad field and the value sent."""
+    """FastAPI's 422 as a 400 naming the first bad field and the value sent; a field the
+    body does not declare is named as unsupported (`openai_schema.Body`)."""
     first = exc.errors()[0]
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     if first.get("type") == "json_invalid" or (
@@ -73,13 +45,13 @@ def validation_error(exc: RequestValidationError) -> APIError:
         message = "request body must be a JSON object (Content-Type: application/json)"
         return APIError(400, message, code="invalid_json")
     field = ".".join(loc) or "body"
+    if first.get("type") == "extra_forbidden":
+        message = (f"field '{field}' is not supported by this server (docs/serving.md lists "
+                   "the fields it honours); omit it")  # fmt: skip
+        return APIError(400, message, param=field, code="unsupported_field")
     value = json.dumps(first.get("input"), default=str)[:200]
     message = f"invalid value for '{field}': {value} ({first.get('msg', 'invalid')})"
     return APIError(400, message, param=field, code="invalid_value")
-
-
-def choice(index: int, text: str, finish: str | None) -> dict[str, Any]:
-    return {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -158,8 +130,17 @@ def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False)
     def completions(body: CompletionRequest) -> Any:
         # Sync routes run in FastAPI's thread pool, so a long generation never blocks
         # the replica's event loop (health checks, other requests, streaming).
-        if body.stream:
-            return StreamingResponse(engine.stream(body), media_type="text/event-stream")
-        return engine.complete(body)
+        return answer(engine, body)
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
+    def chat(body: ChatRequest) -> Any:
+        return answer(engine, body)
 
     return app
+
+
+def answer(engine: CompletionEngine, body: CompletionRequest | ChatRequest) -> Any:
+    """The engine's answer to `body`: one JSON object, or an SSE stream when asked."""
+    if body.stream:
+        return StreamingResponse(engine.stream(body), media_type="text/event-stream")
+    return engine.complete(body)

@@ -1,7 +1,9 @@
 """`rayworks serve model`: a checkpoint behind Ray Serve with an OpenAI-compatible HTTP API.
 
-Routes: `GET /health` (open), `GET /v1/models`, `POST /v1/completions` (JSON or SSE stream).
-Every request is bounded (`serve_limits.py`: prompt tokens, n, max_tokens, stop strings,
+Routes: `GET /health` (open), `GET /v1/models`, `POST /v1/completions` and
+`POST /v1/chat/completions` (JSON or SSE stream; logprobs, echo, token-id prompts; fields
+we do not implement are 400s naming them: docs/serving.md). Every request is bounded
+(`serve_limits.py`: prompt tokens, n, max_tokens, stop strings, logprobs, chat messages,
 body bytes, time; 400/413/408 naming the flag).
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`. Generation is a
 small KV-cache sampling loop shared by the streamed and the plain answer, so both give the

@@ -1,8 +1,9 @@
 """What one request to the model endpoint may ask for (issue 26, "limits and timeouts").
 
 Every bound is a `rayworks serve` flag with a safe default, and a request over one is
-answered with the status that fits — 400 (prompt, n, max_tokens, stop strings), 413 (the
-body), 408 (the time) — and a message that names the limit and the flag that raises it.
+answered with the status that fits — 400 (prompt, n, max_tokens, stop strings, logprobs,
+chat messages), 413 (the body), 408 (the time) — and a message that names the limit and
+the flag that raises it.
 Without them one request could hold a replica for hours (a 100 KB stop string, a 1 GB
 body, a prompt at the context length with n=16).
 """
@@ -32,6 +33,9 @@ class ServeLimits(Config):
     max_n: int = Field(16, ge=1, description="completions per prompt")
     max_stop: int = Field(4, ge=0, description="stop strings per request")
     max_stop_chars: int = Field(256, ge=1, description="per stop string")
+    max_logprobs: int = Field(5, ge=0, le=20, description="top logprobs per token")
+    max_messages: int = Field(128, ge=1, description="messages per chat")
+    max_chat_chars: int = Field(32768, ge=1, description="characters in all of a chat's messages")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="request body")
     request_timeout_s: float = Field(120.0, gt=0, description="seconds")
 
@@ -42,6 +46,9 @@ FLAGS = {
     "max_n": "--max-n",
     "max_stop": "--max-stop",
     "max_stop_chars": "--max-stop-chars",
+    "max_logprobs": "--max-logprobs",
+    "max_messages": "--max-messages",
+    "max_chat_chars": "--max-chat-chars",
     "max_body_bytes": "--max-body-bytes",
     "request_timeout_s": "--request-timeout",
 }

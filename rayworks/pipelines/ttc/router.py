@@ -86,12 +86,12 @@ class ModelServer:
         req = CompletionRequest(prompt=prompts, max_tokens=max_tokens, temperature=temperature,
                                 top_p=top_p, stop=stop or None)  # fmt: skip
         try:
-            _, texts, events, _ = self.engine.run(req)
-            for _ in events:
+            gen = self.engine.run(req)
+            for _ in gen.events:
                 pass
         except APIError as err:
             return {"error": err.body, "status": err.status}
-        return {"rows": [(row.text, row.n_tokens) for row in texts]}
+        return {"rows": [(row.text, row.n_tokens) for row in gen.rows]}
 
 
 class RouterMetrics:
