@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing as mp
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -226,3 +227,27 @@ class LocalChain:
 
     def close(self) -> None:
         """Nothing to stop."""
+
+
+class SleepOn:
+    """Step `sleep`, for fault drills and tests of the budget: a batch holding a row whose
+    text contains `marker` sleeps `seconds` (a stand-in for a step stuck on one document,
+    as a pathological regex would be); every other batch passes unchanged."""
+
+    name = "sleep"
+
+    def __init__(self, marker: str, seconds: float) -> None:
+        self.marker, self.seconds = marker, seconds
+
+    def __call__(self, batch: Batch) -> Batch:
+        if any(self.marker in str(text) for text in batch["text"]):
+            time.sleep(self.seconds)
+        return batch
+
+
+def stalling_steps(cfg: Any, marker: str, seconds: float) -> list[Any]:
+    """`chain.build_steps(cfg)` with a `SleepOn` after normalize (for `StepsFactory`)."""
+    from rayworks.pipelines.corpus.chain import build_steps
+
+    steps = build_steps(cfg)
+    return [steps[0], SleepOn(marker, seconds), *steps[1:]]
