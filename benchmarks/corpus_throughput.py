@@ -1,7 +1,8 @@
 """Docs/s and MB/s of `rayworks run corpus` against DataTrove on the same files, in one run.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/corpus_throughput.py [--max-docs 2000]
-        [--rows-per-shard 250] [--repeats 1] [--spacy-cpus 2] [--runs-dir DIR]
+        [--rows-per-shard 250] [--max-packages N] [--max-docs-per-package N] [--repeats 1]
+        [--spacy-cpus 2] [--runs-dir DIR]
 
 Builds the local corpus once (installed Python packages and Debian docs, `--max-docs` per
 source, `--rows-per-shard` documents per jsonl.gz shard: DataTrove parallelises by whole
@@ -66,7 +67,8 @@ def plan(spacy_cpus: list[int], only: list[str]) -> list[Arm]:
     return [a for a in arms if not only or a.pipeline in only]
 
 
-def build_input(folder: Path, max_docs: int, rows_per_shard: int) -> dict[str, Any]:
+def build_input(folder: Path, max_docs: int, rows_per_shard: int, max_packages: int | None = None,
+                max_docs_per_package: int | None = None) -> dict[str, Any]:  # fmt: skip
     """The local corpus as jsonl.gz shards in `folder`; its manifest counts."""
     import sysconfig
 
@@ -76,8 +78,8 @@ def build_input(folder: Path, max_docs: int, rows_per_shard: int) -> dict[str, A
     s = LocalCorpusConfig()
     manifest = build_corpus(SourceConfig(
         out_dir=str(folder), site_packages=(sysconfig.get_paths()["purelib"],),
-        debian_doc=s.debian_doc, max_packages=s.max_packages, max_docs=max_docs,
-        max_docs_per_package=s.max_docs_per_package, max_bytes=s.max_bytes,
+        debian_doc=s.debian_doc, max_packages=max_packages or s.max_packages, max_docs=max_docs,
+        max_docs_per_package=max_docs_per_package or s.max_docs_per_package, max_bytes=s.max_bytes,
         rows_per_shard=rows_per_shard))  # fmt: skip
     return {"documents": manifest.documents, "shards": len(manifest.shards),
             "mib": sum(f.stat().st_size for f in folder.glob("*.jsonl.gz")) / 2**20}  # fmt: skip
@@ -145,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-docs", type=int, default=2000, help="documents per source")
     p.add_argument("--rows-per-shard", type=int, default=250)
+    p.add_argument("--max-packages", type=int, help="packages per source (default: the config's)")
+    p.add_argument("--max-docs-per-package", type=int, help="default: the config's")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--spacy-cpus", type=int, nargs="*", default=[2],
                    help="CPU counts of the DataTrove arms with spaCy (none: skip them)")  # fmt: skip
@@ -158,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(args.runs_dir or tempfile.mkdtemp(prefix="bench-corpus-")).absolute()
     inputs = root / "input"
-    built = build_input(inputs, args.max_docs, args.rows_per_shard)
+    built = build_input(inputs, args.max_docs, args.rows_per_shard, args.max_packages,
+                        args.max_docs_per_package)  # fmt: skip
     arms = plan(args.spacy_cpus, args.only)
     runs: dict[str, list[dict[str, Any]]] = {a.label: [] for a in arms}
     for _ in range(args.repeats):

@@ -13,6 +13,7 @@ writes and statistics are one read of the corpus, and the driver only sums small
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,10 @@ def finalize_unit(
 
 @functools.lru_cache(maxsize=4)
 def _token_count(path: str) -> TokenCount:
-    """The run's tokenizer, loaded once per worker process (tasks reuse workers)."""
+    """The run's tokenizer, loaded once per worker process (tasks reuse workers). Its
+    encoder's thread pool gets one thread: a task holds one CPU of the run's budget (with
+    the default pool, `cpus=1` used every core of the machine)."""
+    os.environ.setdefault("RAYON_RS_NUM_CPUS", "1")
     return TokenCount(path)
 
 

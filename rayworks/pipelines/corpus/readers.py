@@ -515,16 +515,14 @@ def split_table(table: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def split_rejects(ds: ray.data.Dataset) -> tuple[ray.data.Dataset, ray.data.Dataset]:
-    """(good rows in `ROW_FIELDS`, rejects in `REJECT_FIELDS`). Each is lazy and re-runs
-    the read when executed: the runner should route rows in one pass where it can."""
+    """(good rows in `ROW_FIELDS`, rejects in `REJECT_FIELDS`), as `split_table` per block.
+    Each is lazy and re-runs the read when executed: route rows in one pass where you can."""
 
     def good(t: pa.Table) -> pa.Table:
-        return t.filter(pc.equal(t["reject_reason"], "")).select(list(ROW_FIELDS))
+        return split_table(t)[0]
 
     def bad(t: pa.Table) -> pa.Table:
-        t = t.filter(pc.not_equal(t["reject_reason"], ""))
-        cols = [t["source_path"], t["line"], t["reject_reason"], t["reject_raw"]]
-        return pa.table(dict(zip(REJECT_FIELDS, cols, strict=True)))
+        return split_table(t)[1]
 
     return (ds.map_batches(good, batch_format="pyarrow"),
             ds.map_batches(bad, batch_format="pyarrow"))  # fmt: skip
