@@ -130,10 +130,12 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
     scored = ds.map_batches(
         ScoreUnits, fn_constructor_args=(cfg, fmt, str(work.root / "scored"), str(out / "rejects")),
         batch_size=1, batch_format="numpy", num_cpus=1, compute=_pool(cfg, len(order)))  # fmt: skip
+    done = total - len(todo)
     for row in scored.iter_rows():
         manifest = json.loads(row["manifest"])
         work.finish(by_name[manifest["unit"]], manifest)
-        ctx.log(total - len(todo) + len(work.counts()), units_done=len(work.counts()))
+        done += 1  # counted here: re-reading every marker per unit would be quadratic
+        ctx.log(done, units_done=done)
 
 
 def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[str, Any]:
