@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import ray
 
 from rayworks.pipelines.corpus.minhash import band_hashes, is_empty
-from rayworks.pipelines.corpus.neardup import SIGNATURE, Edge, NearDupConfig
+from rayworks.pipelines.corpus.neardup import SIGNATURE, Edge, NearDupConfig, decode_signature
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
 
 DEDUP_EXACT = "dedup:exact"
@@ -234,7 +234,7 @@ def fetch(files: list[str], ends: set[int], later: set[int], cutoff: str | None,
         for row, doc_id, sig, text in zip(rows, ids, t[SIGNATURE].to_pylist(),
                                           t["text"].to_pylist(), strict=True):  # fmt: skip
             if sig is not None:
-                out.signatures[row] = np.frombuffer(sig, dtype="<u8").astype(np.uint64)
+                out.signatures[row] = decode_signature(sig)
                 out.ids[row] = doc_id
             if text is not None:
                 out.sample.append((doc_id, row, text))

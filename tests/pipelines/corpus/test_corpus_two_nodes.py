@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import shutil
 import signal
@@ -24,34 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+from _corpus_prose import EMAIL, near_copy, prose
 
-NOUNS = ("river", "garden", "teacher", "village", "market", "window", "harbor", "student",
-         "forest", "engine", "letter", "bridge", "mountain", "kitchen", "doctor", "library",
-         "painter", "farmer", "island", "castle")  # fmt: skip
-VERBS = ("watched", "carried", "followed", "painted", "visited", "repaired", "described",
-         "opened", "measured")  # fmt: skip
-ADJS = ("quiet", "ancient", "bright", "narrow", "careful", "distant", "modest", "heavy",
-        "gentle", "curious")  # fmt: skip
-EMAIL = "jane.doe@example.org"
 RUN_TIMEOUT_S = 240  # one cluster's start, run and shutdown (~30 s on an idle machine)
-
-
-def prose(seed: int, sentences: int = 8) -> str:
-    """English prose that passes Gopher, repetition and C4 (as in test_runner.py)."""
-    rng = random.Random(seed)
-    pick = rng.choice
-    return "\n".join(
-        f"The {pick(ADJS)} {pick(NOUNS)} {pick(VERBS)} the {pick(NOUNS)} of the "
-        f"{pick(ADJS)} {pick(NOUNS)} with a {pick(NOUNS)}."
-        for _ in range(sentences)
-    )
-
-
-def near_copy(text: str) -> str:
-    """`text` with its fourth word replaced: 5-shingle Jaccard ~0.9 with the original."""
-    words = text.split(" ")
-    words[3] = "zeppelin"
-    return " ".join(words)
 
 
 def line(text: str, license: str = "MIT") -> str:

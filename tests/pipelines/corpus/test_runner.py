@@ -7,11 +7,11 @@ rejected by the reader), so the counts, the reasons and the reconciliation are e
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from _corpus_prose import EMAIL, near_copy, prose
 
 from rayworks.errors import RayworksError
 from rayworks.pipelines.corpus.config import CorpusConfig
@@ -19,26 +19,6 @@ from rayworks.pipelines.corpus.runner import run_corpus
 from rayworks.pipelines.corpus.schema import document_id
 from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
-
-NOUNS = ("river", "garden", "teacher", "village", "market", "window", "harbor", "student",
-         "forest", "engine", "letter", "bridge", "mountain", "kitchen", "doctor", "library",
-         "painter", "farmer", "island", "castle")  # fmt: skip
-VERBS = ("watched", "carried", "followed", "painted", "visited", "repaired", "described",
-         "opened", "measured")  # fmt: skip
-ADJS = ("quiet", "ancient", "bright", "narrow", "careful", "distant", "modest", "heavy",
-        "gentle", "curious")  # fmt: skip
-EMAIL = "jane.doe@example.org"
-
-
-def prose(seed: int, sentences: int = 8) -> str:
-    """English prose that passes Gopher, repetition and C4 (eight varied sentences)."""
-    rng = random.Random(seed)
-    pick = rng.choice
-    return "\n".join(
-        f"The {pick(ADJS)} {pick(NOUNS)} {pick(VERBS)} the {pick(NOUNS)} of the "
-        f"{pick(ADJS)} {pick(NOUNS)} with a {pick(NOUNS)}."
-        for _ in range(sentences)
-    )
 
 
 def write_input(path: Path) -> None:
@@ -97,13 +77,6 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     assert (left["reject"], left["license"], left["gopher"], left["dedup"]) == (7, 6, 5, 4)
     sheet = (art / "datasheet.md").read_text()
     assert "| email | 1 |" in sheet and "| permissive | 4 |" in sheet
-
-
-def near_copy(text: str) -> str:
-    """`text` with its fourth word replaced: 5-shingle Jaccard ~0.9 with the original."""
-    words = text.split(" ")
-    words[3] = "zeppelin"
-    return " ".join(words)
 
 
 def test_identical_parquet_rows_of_one_file_dedup_to_one(ray_session, tmp_path: Path):
