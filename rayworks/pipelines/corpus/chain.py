@@ -10,9 +10,11 @@ a run can show where its time went (the datasheet's per-step profile).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,7 +22,12 @@ import numpy as np
 from rayworks.pipelines.corpus import textview
 from rayworks.pipelines.corpus.code_quality import CodeQuality, CodeQualityConfig
 from rayworks.pipelines.corpus.config import CorpusConfig
-from rayworks.pipelines.corpus.language import LanguageId, LanguageIdConfig
+from rayworks.pipelines.corpus.language import (
+    LanguageId,
+    LanguageIdConfig,
+    unpack_model,
+    use_unpacked,
+)
 from rayworks.pipelines.corpus.licenses import OPEN_STATUSES
 from rayworks.pipelines.corpus.neardup import MinHashSignature
 from rayworks.pipelines.corpus.normalize import Normalize
@@ -108,8 +115,14 @@ def _column(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
 
 
-def build_steps(cfg: CorpusConfig) -> list[Callable[[Batch], Batch]]:
-    """Every scoring step, in `STEP_ORDER`, configured from `cfg`."""
+def build_steps(
+    cfg: CorpusConfig, langid_cache: str | None = None
+) -> list[Callable[[Batch], Batch]]:
+    """Every scoring step, in `STEP_ORDER`, configured from `cfg`; with `langid_cache` (a
+    build-cache folder) the language model is loaded from its unpacked copy there."""
+    if langid_cache is not None:
+        with contextlib.suppress(OSError):  # a cache this node cannot write: the bundled file
+            use_unpacked(unpack_model(Path(langid_cache)))
     every = cfg.score_dropped  # score rows already dropped too (analysis; `step.py`)
     lang_cfg = LanguageIdConfig(
         allowed=tuple(cfg.languages) if cfg.languages else None,

@@ -185,17 +185,37 @@ def sample_cutoff(k: int, candidates: int) -> str:
     return format(min(2**64 - 1, math.ceil(want / candidates * 2**64)), "016x")
 
 
+def sample_prefix(ids: np.ndarray, chars: np.ndarray, free: np.ndarray, docs: int,
+                  max_chars: int | None) -> np.ndarray:  # fmt: skip
+    """Positions of a unit's sample candidates that can enter the tokenizer sample: in id
+    order, up to the candidate at which the `free` ones (rows no near dedup can drop) reach
+    `docs` documents or `max_chars` characters. The run's sample (the first survivors by id
+    until either bound, `runner.global_phase`) then lies inside the units' prefixes: a
+    unit's candidates past its prefix come after `docs` or `max_chars` of survivors."""
+    order = np.argsort(ids, kind="stable")
+    n_free = np.cumsum(free[order])
+    c_free = np.cumsum(np.where(free[order], chars[order], 0))
+    full = (n_free >= docs) | (c_free >= max_chars if max_chars is not None else False)
+    stop = int(np.argmax(full)) + 1 if full.any() else len(order)
+    return order[:stop]
+
+
 def fetch_unit(path: str, ends: np.ndarray, later: np.ndarray, cutoff: str | None,
-               sigs: bool) -> pa.Table:  # fmt: skip
+               sigs: bool, docs: int = 2**62, max_chars: int | None = None) -> pa.Table:  # fmt: skip
     """(row id, id, signature, text) of one unit's live rows that are on a near edge
-    (signature) or are sample candidates: not a later exact copy, id < cutoff (text)."""
+    (signature) or are sample candidates: not a later exact copy, id < cutoff, inside the
+    unit's `sample_prefix` (text)."""
     columns = [ROW_ID, "id", DROP, "text", *([SIGNATURE] if sigs else [])]
     t = _live(pq.read_table(path, columns=columns))
     rows = t[ROW_ID].to_numpy()
     on_edge = np.isin(rows, ends)
     sample = np.zeros(len(rows), dtype=bool)
     if cutoff is not None:
-        sample = pc.less(t["id"], cutoff).to_numpy(zero_copy_only=False) & ~np.isin(rows, later)
+        candidate = pc.less(t["id"], cutoff).to_numpy(zero_copy_only=False) & ~np.isin(rows, later)
+        at = np.flatnonzero(candidate)
+        ids = t["id"].take(pa.array(at)).to_numpy(zero_copy_only=False)
+        chars = pc.utf8_length(t["text"].take(pa.array(at))).to_numpy(zero_copy_only=False)
+        sample[at[sample_prefix(ids, chars, ~on_edge[at], docs, max_chars)]] = True
     keep = on_edge | sample
     t = t.filter(pa.array(keep))
     sig = t[SIGNATURE] if sigs else pa.nulls(t.num_rows, pa.binary())
@@ -219,11 +239,15 @@ class Fetched:
 
 
 def fetch(files: list[str], ends: set[int], later: set[int], cutoff: str | None,
-          near: NearDupConfig | None) -> Fetched:  # fmt: skip
-    """Execution 2 of the global phase (see the module docstring)."""
+          near: NearDupConfig | None, docs: int = 2**62,
+          max_chars: int | None = None) -> Fetched:  # fmt: skip
+    """Execution 2 of the global phase (see the module docstring): the signatures of the
+    rows on near edges, and each unit's `sample_prefix` of the tokenizer sample's
+    candidates (at most `docs` documents and `max_chars` characters that cannot drop)."""
     kwargs = {"ends": np.fromiter(ends, np.int64, len(ends)),
               "later": np.fromiter(later, np.int64, len(later)),
-              "cutoff": cutoff, "sigs": near is not None}  # fmt: skip
+              "cutoff": cutoff, "sigs": near is not None, "docs": docs,
+              "max_chars": max_chars}  # fmt: skip
     ds = ray.data.from_items([{"path": f} for f in files], override_num_blocks=len(files))
     out = Fetched()
     for t in ds.map_batches(_fetch_batch, fn_kwargs=kwargs, batch_size=1,

@@ -138,6 +138,16 @@ def _finalize_batch(
     return merge_stats(parts)
 
 
+@ray.remote(num_cpus=0)
+def warm_worker() -> int:
+    """Import what the global phase's tasks run (Ray Data's task path, pyarrow's parquet
+    and dataset writers, the dedup and tokenizer modules) in an idle worker while the
+    scoring actors work: the global phase then starts on warm workers."""
+    import ray.data._internal.planner.plan_udf_map_op  # noqa: F401
+
+    return os.getpid()
+
+
 def finalize_units(
     units: list[str], files: list[str], schema: pa.Schema,
     verdicts: tuple[np.ndarray, np.ndarray, np.ndarray], tokenizer: str | None,

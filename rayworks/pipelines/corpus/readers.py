@@ -184,8 +184,25 @@ def _per_file(fn: Callable[[str, bytes], list[dict]]) -> Callable[[dict], pa.Tab
 # --- per-file parsing (pure: tested without Ray) -----------------------------------------
 
 
-def _gunzip(path: str, data: bytes) -> bytes:
-    return gzip.decompress(data) if path.lower().endswith(".gz") else data
+_LAST_GUNZIP: dict[tuple[str, int, bytes], bytes] = {}
+"""The last .gz file `jsonl_rows` decompressed for a piece, by (path, size, trailer)."""
+
+
+def _gunzip(path: str, data: bytes, keep: bool = False) -> bytes:
+    """`data` decompressed when `path` ends in .gz. With `keep`, the result is kept until
+    another file is decompressed: the pieces of one large file (`units.split_file`) that an
+    actor scores one after the other then decompress it once, not once per piece (the
+    gzip trailer, CRC and size, tells its contents apart from another file's)."""
+    if not path.lower().endswith(".gz"):
+        return data
+    key = (path, len(data), data[-8:])
+    if keep and key in _LAST_GUNZIP:
+        return _LAST_GUNZIP[key]
+    out = gzip.decompress(data)
+    if keep:
+        _LAST_GUNZIP.clear()
+        _LAST_GUNZIP[key] = out
+    return out
 
 
 def _license_of(record: dict, path: str, cfg: ReaderConfig):
@@ -252,7 +269,7 @@ def jsonl_rows(
     as in the whole file (`units.split_file`); an undecodable .gz is one reject, made by
     the piece that starts at 0."""
     try:
-        data = _gunzip(path, data)
+        data = _gunzip(path, data, keep=start > 0 or stop >= 0)
     except (OSError, EOFError, zlib.error) as err:
         return [reject_row(path, None, GZIP_INVALID, f"{type(err).__name__}: {err}")] * (start == 0)
     first = 1

@@ -57,6 +57,7 @@ from rayworks.pipelines.corpus.finalize import (
     finalize_units,
     merge_stats,
     unified_schema,
+    warm_worker,
 )
 from rayworks.pipelines.corpus.neardup import resolve
 from rayworks.pipelines.corpus.schema import PIPELINE_VERSION
@@ -124,11 +125,13 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
     the last to finish is a small one (longest-processing-time order)."""
     if not todo:
         return
+    warm = [warm_worker.remote() for _ in range(cfg.cpus)]
     by_name = {u.name: u for u in todo}
     order = sorted(todo, key=lambda u: (-u.bytes, u.name))
     ds = ray.data.from_items([unit_item(u) for u in order], override_num_blocks=len(order))
     scored = ds.map_batches(
-        ScoreUnits, fn_constructor_args=(cfg, fmt, str(work.root / "scored"), str(out / "rejects")),
+        ScoreUnits, fn_constructor_args=(cfg, fmt, str(work.root / "scored"), str(out / "rejects"),
+                                         str(ctx.cache_root / "py3langid")),
         batch_size=1, batch_format="numpy", num_cpus=1, compute=_pool(cfg, len(order)))  # fmt: skip
     done = total - len(todo)
     for row in scored.iter_rows():
@@ -136,6 +139,7 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
         work.finish(by_name[manifest["unit"]], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)
+    ray.get(warm)
 
 
 def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[str, Any]:
@@ -174,7 +178,8 @@ def global_phase(
     ends = {row for edge in links.edges for row in edge}
     candidates = live - len(links.exact) - len(ends)
     cutoff = sample_cutoff(cfg.tokenizer_sample_docs, candidates)
-    fetched = fetch(files, ends, set(links.exact), cutoff, near)
+    fetched = fetch(files, ends, set(links.exact), cutoff, near, cfg.tokenizer_sample_docs,
+                    cfg.tokenizer_sample_chars)  # fmt: skip
     timing["signatures + sample"] = clock() - t
 
     t = clock()
@@ -188,8 +193,9 @@ def global_phase(
     tokenizer = None
     if sample:
         texts = (text for _, text in sample[: cfg.tokenizer_sample_docs])
-        tokenizer = train_bpe(texts, TokenizerConfig(vocab_size=cfg.tokenizer_vocab_size),
-                              out / "tokenizer.json")  # fmt: skip
+        tok_cfg = TokenizerConfig(vocab_size=cfg.tokenizer_vocab_size,
+                                  max_chars=cfg.tokenizer_sample_chars)  # fmt: skip
+        tokenizer = train_bpe(texts, tok_cfg, out / "tokenizer.json")
     timing["cluster + tokenizer"] = clock() - t
 
     t = clock()

@@ -51,9 +51,10 @@ def reader_config(cfg: CorpusConfig) -> readers.ReaderConfig:
                                 license=cfg.license)  # fmt: skip
 
 
-def make_chain(cfg: CorpusConfig) -> GuardedChain | LocalChain:
-    """The steps of `cfg`, in a child process under `batch_timeout_s` (null: in process)."""
-    build = StepsFactory("rayworks.pipelines.corpus.chain:build_steps", cfg)
+def make_chain(cfg: CorpusConfig, langid_cache: str | None = None) -> GuardedChain | LocalChain:
+    """The steps of `cfg`, in a child process under `batch_timeout_s` (null: in process);
+    `langid_cache`: where the unpacked language model is kept (`chain.build_steps`)."""
+    build = StepsFactory("rayworks.pipelines.corpus.chain:build_steps", cfg, langid_cache)
     if cfg.batch_timeout_s is None:
         return LocalChain(build)
     return GuardedChain(build, cfg.batch_timeout_s)
@@ -133,10 +134,11 @@ class ScoreUnits:
     """The scoring stage's actor: builds the steps once (in its guarded child), then
     `score_unit` for every unit it is handed; returns the manifest rows as JSON."""
 
-    def __init__(self, cfg: CorpusConfig, fmt: str, scored_root: str, rejects_root: str) -> None:
+    def __init__(self, cfg: CorpusConfig, fmt: str, scored_root: str, rejects_root: str,
+                 langid_cache: str | None = None) -> None:  # fmt: skip
         self.cfg, self.fmt = cfg, fmt
         self.roots = Path(scored_root), Path(rejects_root)
-        self.chain = make_chain(cfg)
+        self.chain = make_chain(cfg, langid_cache)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows = []

@@ -10,21 +10,30 @@ time (issue 6), so the tokenizer is trained locally with Hugging Face `tokenizer
   iterator of texts with `train_from_iterator`, and saves `tokenizer.json`. Same texts in
   the same order give byte-identical files (checked by the tests), so the feeder must
   yield a stable order (e.g. the kept rows sorted, or Ray Data with `preserve_order`).
-- Step `tokens` (`TokenCount`, stateful: it holds the loaded tokenizer, so it runs in an
-  actor pool) adds the int column `tokens`: tokens per document, special tokens excluded.
-  Only kept rows are counted; rows an earlier step dropped get 0, so summing the column
-  over any group gives the tokens that reach the output and dropped rows cost nothing.
+- Step `tokens` (`TokenCount`, stateful: it holds the loaded tokenizer) adds the int column `tokens`:
+  tokens per document, special tokens excluded. Only kept rows are counted; rows an earlier
+  step dropped get 0, so summing the column over any group gives the tokens that reach the
+  output and dropped rows cost nothing.
+- `PretokenCounter` is how `TokenCount` counts, ~2.5x faster than `encode_batch_fast` and
+  equal to it (checked by the tests on random Unicode text and on every run's sample):
+  byte-level BPE merges never cross the GPT-2 split regex, so a document's count is the
+  sum of its pieces' counts; a piece is encoded once and its count cached (code and prose
+  repeat most pieces), so per document only the regex runs. A document that holds a
+  special token's text, where the tokenizer would match the special token, is encoded
+  whole.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import regex
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from rayworks.pipelines.corpus.step import Batch, alive
@@ -32,6 +41,10 @@ from rayworks.pipelines.corpus.step import Batch, alive
 TOKENS = "tokens"
 END_OF_TEXT = "<|endoftext|>"
 BYTE_ALPHABET = 256
+GPT2_SPLIT = regex.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+"""The split of `pre_tokenizers.ByteLevel(use_regex=True)` (the GPT-2 pattern)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,59 @@ def vocab_size(path: Path) -> int:
     return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
 
 
+def splits_like_gpt2(tokenizer: Tokenizer) -> bool:
+    """True when `tokenizer` is what `train_bpe` builds: no normaliser, one byte-level
+    pre-tokenizer with the GPT-2 regex, BPE without dropout. Then a text's tokens are its
+    `GPT2_SPLIT` pieces' tokens, concatenated."""
+    spec = json.loads(tokenizer.to_str())
+    pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
+    return (spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
+            and pre.get("use_regex", True) and model.get("type") == "BPE"
+            and model.get("dropout") is None)  # fmt: skip
+
+
+class PretokenCounter:
+    """Token counts of texts, equal to `len(encode_batch_fast(texts)[i].ids)` (see the
+    module docstring); other tokenizers are encoded whole. `max_cached` pieces are kept
+    (the cache is emptied when full: memory stays bounded on any corpus)."""
+
+    def __init__(self, tokenizer: Tokenizer, max_cached: int = 1_000_000) -> None:
+        self.tokenizer = tokenizer
+        self.by_piece = splits_like_gpt2(tokenizer)
+        self.specials = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+        self.max_cached = max_cached
+        self.cache: dict[str, int] = {}
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        # encode_batch_fast: the ids of encode_batch without computing offsets (~2x faster)
+        return [
+            len(e.ids) for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        ]
+
+    def _pieces(self, pieces: list[str]) -> int:
+        get = self.cache.__getitem__
+        try:
+            return sum(map(get, pieces))
+        except KeyError:
+            new = [p for p in set(pieces) if p not in self.cache]
+            if len(self.cache) + len(new) > self.max_cached:
+                self.cache.clear()
+                new = list(set(pieces))
+            self.cache.update(zip(new, self._encode(new), strict=True))
+            return sum(map(get, pieces))
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        if not self.by_piece:
+            return self._encode(list(texts))
+        whole = [i for i, t in enumerate(texts) if any(s in t for s in self.specials)]
+        skip = set(whole)
+        counts = [0 if i in skip else self._pieces(GPT2_SPLIT.findall(t))
+                  for i, t in enumerate(texts)]  # fmt: skip
+        for i, n in zip(whole, self._encode([texts[i] for i in whole]), strict=True):
+            counts[i] = n
+        return counts
+
+
 class TokenCount:
     """Step `tokens`: int column `tokens` (tokens per kept document, 0 for dropped rows);
     no reasons (never drops)."""
@@ -119,13 +185,11 @@ class TokenCount:
     stateful: ClassVar[bool] = True
 
     def __init__(self, path: str | Path, text_column: str = "text") -> None:
-        self.tokenizer = Tokenizer.from_file(str(path))
+        self.count = PretokenCounter(Tokenizer.from_file(str(path)))
         self.text_column = text_column
 
     def __call__(self, batch: Batch) -> Batch:
         keep = alive(batch)
-        texts = [str(t) for t, k in zip(batch[self.text_column], keep, strict=True) if k]
-        # encode_batch_fast: the ids of encode_batch without computing offsets (~2x faster)
-        encoded = iter(self.tokenizer.encode_batch_fast(texts, add_special_tokens=False))
-        counts = [len(next(encoded).ids) if k else 0 for k in keep]
-        return {**batch, TOKENS: np.asarray(counts, dtype=np.int64)}
+        counts = iter(self.count([str(t) for t, k in zip(batch[self.text_column], keep,
+                                                         strict=True) if k]))  # fmt: skip
+        return {**batch, TOKENS: np.asarray([next(counts) if k else 0 for k in keep], np.int64)}

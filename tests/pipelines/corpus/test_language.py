@@ -95,3 +95,30 @@ def test_scores_do_not_depend_on_how_texts_are_grouped() -> None:
     together = classifier.scores(texts)
     for i, text in enumerate(texts):
         assert np.array_equal(classifier.scores([text])[0], together[i])
+
+
+def test_unpacked_model_classifies_as_the_bundled_one(tmp_path) -> None:
+    """The model decompressed into a build cache (`unpack_model`, built once, then reused)
+    holds the bundled model's tables: same labels and confidences."""
+    from rayworks.pipelines.corpus import language
+
+    texts = [*TEXTS.values(), "def f(x):\n    return x  # code", "¿Qué tal? 東京 Москва"]
+    bundled = LanguageId()({"text": texts})
+    first = language.unpack_model(tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert language.unpack_model(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    try:
+        language.use_unpacked(first)
+        unpacked = LanguageId()({"text": texts})
+        ours = language.load_identifier()
+    finally:
+        language._UNPACKED.clear()
+        language.load_identifier.cache_clear()
+        language.batch_identifier.cache_clear()
+    assert list(unpacked["lang"]) == list(bundled["lang"])
+    assert list(unpacked["lang_confidence"]) == list(bundled["lang_confidence"])
+    reference = language.LanguageIdentifier.from_model_file(language.MODEL_FILE, norm_probs=True)
+    assert ours is not reference and ours.nb_classes == reference.nb_classes
+    assert (ours.nb_ptc == reference.nb_ptc).all() and (ours.nb_pc == reference.nb_pc).all()
+    assert ours.tk_nextmove == reference.tk_nextmove and ours.tk_row == reference.tk_row
+    assert ours.tk_output == reference.tk_output

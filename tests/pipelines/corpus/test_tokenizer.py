@@ -9,6 +9,7 @@ from rayworks.pipelines.corpus.step import DROP, drop
 from rayworks.pipelines.corpus.tokenizer import (
     END_OF_TEXT,
     TOKENS,
+    PretokenCounter,
     TokenCount,
     TokenizerConfig,
     train_bpe,
@@ -90,3 +91,53 @@ def test_max_chars_bounds_the_training_text(tmp_path: Path) -> None:
 def test_config_names_the_bad_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=f"TokenizerConfig.{field}"):
         TokenizerConfig(**kwargs)
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    """Texts drawn from every Unicode plane that holds characters, weighted towards the
+    classes the GPT-2 split turns on: spaces of every kind, letters, marks, digits of other
+    scripts, apostrophes, punctuation, emoji."""
+    import random
+
+    rng = random.Random(seed)
+    spaces = "\t\n\x0b\x0c\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u180e\u2000\u2005\u200a\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"
+    common = "aZé'sltrvdm 0123 ,.;!?-_\"()[]{}<>|/\\#@" + "²½Ⅻ٣０ß\u0301\u0308ǅʰ々"
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randrange(0, 60)):
+            r = rng.random()
+            if r < 0.25:
+                chars.append(rng.choice(spaces))
+            elif r < 0.75:
+                chars.append(rng.choice(common))
+            else:
+                c = rng.randrange(0x20, 0x3134F)
+                chars.append(chr(c) if not 0xD800 <= c < 0xE000 else "x")
+        out.append("".join(chars))
+    return out
+
+
+def test_pretoken_counts_equal_encode_on_random_unicode(trained: Path) -> None:
+    """`PretokenCounter` is exact: the regex split, the cache (also once emptied when
+    full) and the special-token fallback give `encode`'s counts on every text."""
+    tok = Tokenizer.from_file(str(trained))
+    texts = [*_random_texts(3000, seed=0), *TEXTS[:6], f"a {END_OF_TEXT} b", END_OF_TEXT, ""]
+    count = PretokenCounter(tok, max_cached=500)
+    assert count.by_piece
+    got = count(texts) + count(texts[::-1])  # the second pass reads the cache
+    want = [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]
+    assert got == want + want[::-1]
+    assert len(count.cache) <= 500
+    assert count([f"x{END_OF_TEXT}y"]) == [len(tok.encode(f"x{END_OF_TEXT}y").ids)] == [3]
+
+
+def test_pretoken_counter_encodes_whole_with_another_pre_tokenizer(trained: Path) -> None:
+    from tokenizers import pre_tokenizers
+
+    tok = Tokenizer.from_file(str(trained))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    count = PretokenCounter(tok)
+    assert not count.by_piece
+    texts = ["hello world, hello", "  spaces  "]
+    assert count(texts) == [len(tok.encode(t, add_special_tokens=False).ids) for t in texts]

@@ -129,6 +129,13 @@ def test_a_large_jsonl_file_is_cut_into_pieces_that_read_every_line_once(
     assert lines == whole["line"].to_pylist() == list(range(1, 401))
     texts = [t for p in parts for t in p["text"].to_pylist()]
     assert texts == whole["text"].to_pylist()
+    if gz:  # the pieces decompressed the file once; new contents at the same path are read
+        assert list(readers._LAST_GUNZIP) == [
+            (big, Path(big).stat().st_size, Path(big).read_bytes()[-8:])
+        ]
+        _jsonl(Path(big), 401, gz)
+        again = readers.unit_table((big,), "jsonl", cfg, pieces[-1].start, pieces[-1].stop)
+        assert again["line"].to_pylist()[-1] == 401
 
 
 def test_a_broken_gzip_cut_into_pieces_is_one_reject(tmp_path: Path, monkeypatch):
