@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +19,9 @@ from rich.table import Table
 from rayworks.errors import ConfigError, RayworksError
 from rayworks.platform.serve_limits import FLAGS as SERVE_LIMIT_FLAGS
 from rayworks.platform.serve_limits import ServeLimits
+
+if TYPE_CHECKING:
+    from rayworks.platform.tracking import TrackingConfig
 
 console = Console()
 err_console = Console(stderr=True)
@@ -52,6 +56,41 @@ def _add_runs_dir(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tracking(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("experiment tracking (the run directory stays the record)")
+    g.add_argument(
+        "--tracking",
+        choices=["none", "mlflow"],
+        default="none",
+        help="mirror the run(s) into MLflow (the `tracking` extra)",
+    )
+    g.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default: RAYWORKS_TRACKING_URI, else RUNS_DIR/mlruns)",
+    )
+    g.add_argument(
+        "--tracking-artifacts",
+        choices=["files", "all"],
+        default="files",
+        help="files: config, summary, provenance, metrics, HTML; all: the whole run "
+        "directory, checkpoints included",
+    )
+
+
+def _tracking(args: argparse.Namespace) -> TrackingConfig:
+    """The --tracking flags, checked (a URI without a backend is an error)."""
+    from rayworks.platform.config import validate
+    from rayworks.platform.tracking import TrackingConfig
+
+    flags = {
+        "backend": args.tracking,
+        "uri": args.tracking_uri,
+        "artifacts": args.tracking_artifacts,
+    }
+    return validate(TrackingConfig, flags, origin="--tracking flags")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayworks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
     )
     p.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
+    _add_tracking(p)
 
     p = sub.add_parser("sweep", help="Ray Tune search over a pipeline's config")
     p.add_argument("pipeline")
@@ -91,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-concurrent", type=int, default=0, help="trials at once (0 = as resources allow)"
     )
+    _add_tracking(p)
 
     p = sub.add_parser("serve", help="serve a model behind OpenAI-compatible HTTP (Ray Serve)")
     p.add_argument(
@@ -208,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_address(p)
     _add_runs_dir(p)
+    _add_tracking(p)
 
     p = sub.add_parser("eval", help="run a registered evaluation")
     p.add_argument("evaluation")
@@ -217,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", "-s", action="append", default=[], dest="overrides", metavar="KEY=VALUE"
     )
     p.add_argument("--out", help="write the metrics as JSON here")
+    g = p.add_argument_group("harness (lm-evaluation-harness against the served checkpoint)")
+    g.add_argument("--tasks", action="append", metavar="FILE.yaml", help="lm-eval task file")
+    g.add_argument("--limit", type=int, metavar="N", help="first N documents per task")
+    g.add_argument(
+        "--chat", action="store_true", default=None, help="generate through chat completions"
+    )
 
     p = sub.add_parser("demo", help="bench every pipeline with its smoke preset and write a report")
     _add_runs_dir(p)
@@ -268,6 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         address=args.address,
         resume=args.resume,
         progress=not args.no_progress,
+        tracking=_tracking(args),
     )
     _print_summary(result.summary, result.run_dir)
     return 0
@@ -290,6 +339,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
         address=args.address,
         console=console,
+        tracking=_tracking(args),
     )
     return 0
 
@@ -465,7 +515,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
         runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
         ablations=args.only_ablations if args.ablations and args.only_ablations else args.ablations,
-        baselines=args.baselines, resume=args.resume,
+        baselines=args.baselines, resume=args.resume, tracking=_tracking(args),
     )  # fmt: skip
     console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")
@@ -473,10 +523,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
     from rayworks.evals.run import run_evaluation
 
+    given = {"tasks": args.tasks, "limit": args.limit, "chat": args.chat}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given and args.evaluation != "harness":
+        flags = ", ".join(f"--{key}" for key in given)
+        raise ConfigError(f"{flags}: options of `rayworks eval harness` only.")
+    overrides = [*args.overrides, *(f"{k}={json.dumps(v)}" for k, v in given.items())]
     metrics = run_evaluation(
-        args.evaluation, args.checkpoint, args.predictions, args.overrides, args.out
+        args.evaluation, args.checkpoint, args.predictions, overrides, args.out
     )
     _print_summary(metrics, args.evaluation)
     return 0

@@ -44,12 +44,14 @@ from rich.console import Console
 from rich.progress import Progress
 
 from rayworks.errors import ConfigError
+from rayworks.platform import provenance
 from rayworks.platform.cluster import connect
 from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
 from rayworks.platform.launch import run as launch_run
 from rayworks.platform.registry import PipelineSpec, all_pipelines, baseline_names, get_pipeline
+from rayworks.platform.tracking import Tracker, TrackingConfig, make_tracker
 
 Role = Literal["method", "baseline", "ablation"]
 Stat = dict[str, Any]  # {"values": [...], "mean": m, "ci95": [lo, hi]}
@@ -172,12 +174,14 @@ def _runs_root(out_dir: Path, arm: Arm) -> Path:
 
 
 def execute(
-    plan: Sequence[PlannedRun], out_dir: Path, title: str, console: Console | None = None
-) -> list[Outcome]:
+    plan: Sequence[PlannedRun], out_dir: Path, title: str, console: Console | None = None,
+    record: provenance.Provenance | None = None,
+) -> list[Outcome]:  # fmt: skip
     """Run the plan on Ray, only as many at once as the cluster's CPUs hold.
 
     Queued Train worker groups would otherwise time out and retry, and idle drivers would
-    compete for CPU. A failed run comes back with its error, it is not raised.
+    compete for CPU. A failed run comes back with its error, it is not raised. Every run
+    directory gets `record` as its provenance.json (default: this process's).
     """
     import ray
 
@@ -192,7 +196,9 @@ def execute(
         while queue or pending:
             while queue and len(pending) < slots:
                 run = queue.pop(0)
-                ctx = RunContext.create(run.spec.name, run.cfg, _runs_root(out_dir, run.arm))
+                ctx = RunContext.create(
+                    run.spec.name, run.cfg, _runs_root(out_dir, run.arm), record=record
+                )
                 ctx = replace(ctx, cache_dir=out_dir / "runs" / "cache")  # one per bench
                 ref = remote_run(run.spec, run.cfg, ctx)
                 started[ref] = (run, ctx.metrics_path)
@@ -221,6 +227,7 @@ def bench(
     ablations: bool | Sequence[str] = True,
     baselines: bool = True,
     resume: str | Path | None = None,
+    tracking: TrackingConfig | None = None,
 ) -> BenchResult:
     """Bench pipeline `name` against its baselines (and, with `ablations`, its ablations).
 
@@ -229,6 +236,8 @@ def bench(
     when its config.yaml equals the planned one (another config is refused, naming the
     key), runs that failed or never finished run again, into the same directory and with
     the same cached bases (`runs/cache`).
+
+    `tracking`: the bench becomes a parent run, each (arm, seed) run a child (tracking.py).
     """
     arms = plan_arms(name, ablations, baselines)
     plan = plan_runs(arms, seeds, preset, overrides)
@@ -245,13 +254,41 @@ def bench(
             )
         kept = finished_runs(plan, out_dir)
 
+    tracker = make_tracker(tracking, out_dir.parent.parent.parent)  # the runs root
     connect(address)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = provenance.collect(address=address)
+    provenance.write(out_dir, record)
+    knobs = {"seeds": seeds, "preset": preset, "arms": [a.name for a in arms],
+             "overrides": provenance.redact_argv(overrides)}  # fmt: skip
+    parent = tracker.start_parent(out_dir, kind="bench", pipeline=name, params=knobs)
     todo = [run for i, run in enumerate(plan) if i not in kept]
-    fresh = iter(execute(todo, out_dir, f"bench {name}", console) if todo else [])
-    outcomes = [kept[i] if i in kept else next(fresh) for i in range(len(plan))]
+    try:
+        fresh = iter(
+            execute(todo, out_dir, f"bench {name}", console, record=record) if todo else []
+        )
+        outcomes = [kept[i] if i in kept else next(fresh) for i in range(len(plan))]
+    except BaseException:
+        tracker.end_parent(parent, out_dir, "failed", {})
+        raise
     data = summarize_outcomes(spec, arms, outcomes, command or f"rayworks bench {name}")
     markdown = write_outputs(out_dir, data)
+    _track(tracker, parent, out_dir, outcomes, data)
     return BenchResult(out_dir, markdown, data)
+
+
+def _track(
+    tracker: Tracker, parent: str | None, out_dir: Path, outcomes: Sequence[Outcome],
+    data: dict[str, Any],
+) -> None:  # fmt: skip
+    """Each (arm, seed) run as a child of the bench's run, then the bench's means."""
+    for o in outcomes:
+        tags = {"rayworks.arm": o.arm, "rayworks.seed": str(o.seed)}
+        tracker.log_run(o.metrics_path.parent, parent=parent, name=f"{o.arm} seed {o.seed}",
+                        tags=tags)  # fmt: skip
+    means = {f"mean/{row['name']}": row["mean"] for row in data["arms"]}
+    ratio = {"ratio": data["ratio"]} if isinstance(data.get("ratio"), float) else {}
+    tracker.end_parent(parent, out_dir, "completed", {**means, **ratio})
 
 
 def finished_runs(plan: Sequence[PlannedRun], out_dir: Path) -> dict[int, Outcome]:

@@ -2,6 +2,7 @@
 
 Layout of `runs/<pipeline>/<YYYYmmdd-HHMMSS>-<id>/`:
     config.yaml      the validated config (what `--resume` reloads)
+    provenance.json  source commit (dirty flag), package versions, host, Ray, the command
     metrics.jsonl    one JSON object per `ctx.log` call: {"step", "time", **metrics}
     progress.json    {"total", "description"} declared by `ctx.progress`
     summary.json     the pipeline's returned dict plus run metadata
@@ -33,8 +34,10 @@ import torch
 
 from rayworks.errors import CheckpointNotFoundError
 from rayworks.platform import checkpoint as ckpt
+from rayworks.platform import provenance
 from rayworks.platform.atomic import write_text_atomic
 from rayworks.platform.config import PipelineConfig, to_yaml
+from rayworks.platform.provenance import Provenance
 
 Reporter = Literal["none", "tune", "train"]
 RUNS_DIR_ENV = "RAYWORKS_RUNS_DIR"
@@ -71,13 +74,22 @@ class RunContext:
     # ----------------------------------------------------------------- creation
     @classmethod
     def create(
-        cls, pipeline: str, cfg: PipelineConfig, runs_dir: str | Path | None = None
+        cls,
+        pipeline: str,
+        cfg: PipelineConfig,
+        runs_dir: str | Path | None = None,
+        record: Provenance | None = None,
+        suffix: str = "",
     ) -> RunContext:
-        run_dir = Path(runs_dir or default_runs_dir()).absolute() / pipeline / new_run_id()
+        """A new run directory with config.yaml and provenance.json (`record`, default:
+        this process's, see `provenance.collect`); `suffix` ends its name (a Tune trial id)."""
+        run_id = new_run_id() + (f"-{suffix}" if suffix else "")
+        run_dir = Path(runs_dir or default_runs_dir()).absolute() / pipeline / run_id
         ctx = cls(pipeline=pipeline, run_dir=run_dir, seed=cfg.seed)
         for sub in (ctx.artifacts_dir, ctx.checkpoints_dir):
             sub.mkdir(parents=True, exist_ok=True)
         ctx.write_config(cfg)
+        provenance.write(run_dir, record)
         return ctx
 
     @classmethod

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from rayworks.errors import ConfigError
+from rayworks.platform import provenance
 from rayworks.platform.cluster import connect
 from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file, validate
-from rayworks.platform.context import RunContext
+from rayworks.platform.context import RunContext, default_runs_dir
 from rayworks.platform.progress import follow_run
 from rayworks.platform.registry import PipelineSpec, get_pipeline
+from rayworks.platform.tracking import TrackingConfig, make_tracker
 
 
 @dataclass
@@ -127,18 +129,28 @@ def run(
     address: str | None = None,
     resume: str | Path | None = None,
     progress: bool = True,
+    tracking: TrackingConfig | None = None,
 ) -> RunResult:
+    """Run pipeline `name` and return its run directory and summary. With `tracking`, the
+    finished (or failed) run directory is then mirrored into the tracker (tracking.py)."""
     spec, cfg, ctx = resolve(name, preset, files, overrides, resume)
+    root = ctx.run_dir.parent.parent if ctx else Path(runs_dir or default_runs_dir())
+    tracker = make_tracker(tracking, root)
     connect(address)
+    record = provenance.collect(address=address)
     if ctx is None:
-        ctx = RunContext.create(name, cfg, runs_dir)
+        ctx = RunContext.create(name, cfg, runs_dir, record=record)
     else:
         ctx.write_config(cfg)  # overrides given with --resume persist
-    with follow_run(ctx.run_dir, enabled=progress):
-        if spec.kind == "job":
-            summary = run_and_record(spec, cfg, ctx)
-        else:
-            import ray
+        provenance.write(ctx.run_dir, record)  # the earlier attempts' records move to `earlier`
+    try:
+        with follow_run(ctx.run_dir, enabled=progress):
+            if spec.kind == "job":
+                summary = run_and_record(spec, cfg, ctx)
+            else:
+                import ray
 
-            summary = ray.get(remote_run(spec, cfg, ctx))
+                summary = ray.get(remote_run(spec, cfg, ctx))
+    finally:
+        tracker.log_run(ctx.run_dir)
     return RunResult(ctx.run_dir, summary)

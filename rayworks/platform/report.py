@@ -5,7 +5,8 @@ above them (`runs/`, `runs/lm/`), which is expanded to every run/bench dir below
 Plots are drawn on matplotlib's Agg canvas (no pyplot, no global backend change) and
 embedded as base64 `data:` URIs, as are the PNGs in each run's `artifacts/` and each
 bench's bench.png and curve.png, so the single index.html can be shared as it is (no JS,
-no network).
+no network). A run's `artifacts/**/*.table.json` files (`{"title", "columns", "rows"}`, e.g.
+the lm-evaluation-harness metrics of `rayworks eval harness`) are shown as tables.
 Malformed metrics lines are skipped, counted and shown; they never abort the report.
 """
 
@@ -284,10 +285,25 @@ def _run(run: Run) -> str:
     else:
         parts.append("<p>no numeric metrics logged</p>")
     art = run.path / "artifacts"
+    tables = sorted(art.rglob("*.table.json")) if art.is_dir() else []
+    parts += [_artifact_table(path, art) for path in tables]
     for png in sorted(art.rglob("*.png")) if art.is_dir() else []:
         rel = str(png.relative_to(art))
         parts.append(f"<h3>artifact {escape(rel)}</h3>{_img(png.read_bytes(), rel)}")
     return "".join(parts) + "</section>"
+
+
+def _artifact_table(path: Path, art: Path) -> str:
+    """A table a run wrote as {"title", "columns": [...], "rows": [[one cell per column]]}."""
+    rel, notes = str(path.relative_to(art)), []
+    data = _read_json(path, notes)
+    columns, rows = data.get("columns"), data.get("rows")
+    shaped = isinstance(columns, list) and isinstance(rows, list)
+    if notes or not shaped or any(not isinstance(r, list) or len(r) != len(columns) for r in rows):
+        why = "; ".join(notes) or "expected columns: [...] and rows of one cell per column"
+        return _warn(f"artifact {rel}: not a table ({why}); ignored")
+    title = escape(str(data.get("title") or rel))
+    return f"<h3>{title}</h3>" + _table([str(c) for c in columns], rows)
 
 
 def _mean(runs: list[Run], key: str) -> tuple[float | None, int]:

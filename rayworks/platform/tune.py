@@ -23,11 +23,13 @@ from rich.console import Console
 from rich.table import Table
 
 from rayworks.errors import ConfigError
+from rayworks.platform import provenance
 from rayworks.platform.cluster import connect
 from rayworks.platform.config import PipelineConfig, build_config, deep_merge, nest, validate
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import resources_of, run_and_record
 from rayworks.platform.registry import get_pipeline
+from rayworks.platform.tracking import TrackingConfig, make_tracker
 
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice", "grid")
 
@@ -87,13 +89,24 @@ def check_params(cls: type[PipelineConfig], base: dict[str, Any], params: list[P
             )
 
 
-def _trial(config: dict[str, Any], name: str, base: dict[str, Any], trials_dir: str) -> None:
+def _trial(
+    config: dict[str, Any], name: str, base: dict[str, Any], trials_dir: str,
+    record: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """One trial: a run directory named after the Tune trial id (`<time>-<id>-<trial id>`,
+    how tracking finds it) whose provenance is the sweep's `record` (the driver's command,
+    not this worker's)."""
+    from ray import tune
+
     spec = get_pipeline(name)
     data = base
     for key, value in config.items():
         data = deep_merge(data, nest(key, value))
     cfg = validate(spec.config, data, "sweep trial")
-    run_and_record(spec, cfg, RunContext.create(name, cfg, trials_dir).worker("tune"))
+    made = provenance.Provenance.model_validate(record) if record else None
+    trial_id = tune.get_context().get_trial_id() or ""
+    ctx = RunContext.create(name, cfg, trials_dir, record=made, suffix=trial_id)
+    run_and_record(spec, cfg, ctx.worker("tune"))
 
 
 def default_samples(params: list[ParamSpec]) -> int:
@@ -116,12 +129,14 @@ def sweep(
     runs_dir: str | Path | None = None,
     address: str | None = None,
     console: Console | None = None,
+    tracking: TrackingConfig | None = None,
 ) -> Path:
     """Run the search; return the sweep directory (trials.md / trials.csv / trials/).
 
     `samples` is Tune's num_samples: how often the whole space is drawn (a grid is repeated
     that many times). Unset, it is 1 when every parameter is a grid (each point once) and
-    4 otherwise."""
+    4 otherwise. With `tracking`, the sweep is a parent run and each trial a child run
+    (tracking_tune.py)."""
     spec = get_pipeline(name)
     if not params:
         raise ConfigError("sweep needs at least one --param KEY=DIST:ARGS.")
@@ -140,9 +155,12 @@ def sweep(
     # Pipelines log train metrics more often than eval metrics; ASHA skips results that
     # lack the metric, so Tune's strict check (every result must carry it) is relaxed.
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    tracker = make_tracker(tracking, runs_dir or default_runs_dir())
     connect(address)
     sweep_dir = (Path(runs_dir or default_runs_dir()) / "sweeps" / name / new_run_id()).absolute()
     sweep_dir.mkdir(parents=True)
+    record = provenance.collect(address=address)
+    provenance.write(sweep_dir, record)
     need = resources_of(spec, base_cfg).get("CPU", 1) or 1
     concurrent = max_concurrent or max(1, int(ray.cluster_resources().get("CPU", 1) // need))
     trial_cpus = 0.01 if spec.kind == "job" else need  # a job's trainer reserves its own workers
@@ -153,8 +171,19 @@ def sweep(
             f"for its driver, but the cluster has {have:g}: it would wait forever. Lower the "
             "resources its config reserves (--set ...) or add CPUs."
         )
+    knobs = {"params": " ".join(params), "samples": samples, "metric": metric, "mode": mode,
+             "scheduler": scheduler}  # fmt: skip
+    parent = tracker.start_parent(
+        sweep_dir, kind="sweep", pipeline=name, params={**base, "sweep": knobs}
+    )
     trainable = tune.with_resources(
-        tune.with_parameters(_trial, name=name, base=base, trials_dir=str(sweep_dir / "trials")),
+        tune.with_parameters(
+            _trial,
+            name=name,
+            base=base,
+            trials_dir=str(sweep_dir / "trials"),
+            record=record.model_dump(mode="json"),
+        ),
         {"cpu": trial_cpus},
     )
     sched = (
@@ -172,13 +201,31 @@ def sweep(
             scheduler=sched,
             max_concurrent_trials=concurrent,
         ),
-        run_config=tune.RunConfig(name="tune", storage_path=str(sweep_dir), verbose=1),
+        run_config=tune.RunConfig(
+            name="tune",
+            storage_path=str(sweep_dir),
+            verbose=1,
+            callbacks=tracker.tune_callbacks(parent, name, base, sweep_dir / "trials"),
+        ),
     )
-    grid = tuner.fit()
+    try:
+        grid = tuner.fit()
+    except BaseException:
+        tracker.end_parent(parent, sweep_dir, "failed", {})
+        raise
     table = trial_table(grid, [p.key for p in parsed], metric)
     write_tables(sweep_dir, table, metric, mode)
+    best = _best(table, metric, mode)
+    tracker.end_parent(
+        parent, sweep_dir, "completed", {} if best is None else {f"best/{metric}": best}
+    )
     show(table, metric, mode, console or Console())
     return sweep_dir
+
+
+def _best(rows: list[dict[str, Any]], metric: str, mode: str) -> float | None:
+    values = [r[metric] for r in rows if r[metric] is not None]
+    return (min if mode == "min" else max)(values) if values else None
 
 
 def trial_table(grid: Any, keys: list[str], metric: str) -> list[dict[str, Any]]:

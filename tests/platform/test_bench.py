@@ -417,8 +417,8 @@ def test_resume_keeps_finished_runs_and_reruns_the_rest(toy_registry, tmp_path, 
     fake_run(out / "runs" / "toymethod", 1, None)  # seed 1 stopped mid-run
     executed: list[tuple[str, int]] = []
 
-    def fake_execute(todo, out_dir, title, console=None):
-        assert out_dir == out.absolute()
+    def fake_execute(todo, out_dir, title, console=None, record=None):
+        assert out_dir == out.absolute() and record is not None  # the bench's provenance
         executed.extend((r.arm.name, r.cfg.seed) for r in todo)
         return [bench.Outcome(r.arm.name, r.cfg.seed, {"acc": 0.9}, None, Path("-")) for r in todo]
 
