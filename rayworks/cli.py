@@ -157,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a non-loopback --host without an API key (warned, never the default)",
     )
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json (no key)")
-    g = p.add_argument_group("limits per request (model; 400/413/408 naming the flag)")
+    g = p.add_argument_group(
+        "limits per request (400/413/408 naming the flag; ttc: all but --max-n and --max-logprobs)"
+    )
     for key, flag in SERVE_LIMIT_FLAGS.items():
         field = ServeLimits.model_fields[key]
         g.add_argument(
@@ -186,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="submit `rayworks run PIPELINE ARGS` to a cluster (Ray Jobs)")
     p.add_argument("pipeline")
     p.add_argument(
-        "--address", help="dashboard URL (default: RAY_API_SERVER_ADDRESS or http://127.0.0.1:8265)"
+        "--address",
+        help="dashboard URL (default: RAY_API_SERVER_ADDRESS, else the one Ray dashboard "
+        "running on this machine)",
     )
     p.add_argument("--follow", action="store_true", help="stream the job's logs until it ends")
     p.add_argument("--working-dir", help="upload this folder as the job's working_dir")
@@ -361,10 +365,20 @@ def _add_ttc_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-cpus", type=float, default=1.0, help="CPUs per model replica")
 
 
+def _limit_flags(
+    args: argparse.Namespace, allowed: Sequence[str] = tuple(SERVE_LIMIT_FLAGS)
+) -> dict:
+    """The limit flags given, by ServeLimits field; a flag that does not apply is an error."""
+    given = {k: v for k in SERVE_LIMIT_FLAGS if (v := getattr(args, f"limit_{k}")) is not None}
+    if extra := [SERVE_LIMIT_FLAGS[k] for k in given if k not in allowed]:
+        raise ConfigError(f"{', '.join(extra)}: not a limit of `serve {args.target}`.")
+    return given
+
+
 def _serve_ttc(args: argparse.Namespace, api_key: str | None) -> None:
     """Check the flags and checkpoints, then join the cluster and serve the router."""
     from rayworks.pipelines.ttc.router import serve_ttc
-    from rayworks.pipelines.ttc.router_api import RouterSettings
+    from rayworks.pipelines.ttc.router_api import ROUTER_LIMITS, RouterSettings
     from rayworks.platform.cluster import connect
     from rayworks.platform.config import validate
     from rayworks.platform.serve import checked_model_dir
@@ -381,6 +395,7 @@ def _serve_ttc(args: argparse.Namespace, api_key: str | None) -> None:
             "window_ms": args.window_ms,
             "answer_pattern": args.answer_pattern,
             "oracle": args.oracle,
+            "limits": _limit_flags(args, ROUTER_LIMITS),
         },
         origin="serve ttc flags",
     )
@@ -429,11 +444,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=api_key,
         insecure_no_auth=args.insecure_no_auth,
         docs=args.docs,
-        limits=validate(
-            ServeLimits,
-            {k: v for k in SERVE_LIMIT_FLAGS if (v := getattr(args, f"limit_{k}")) is not None},
-            origin="serve limit flags",
-        ),
+        limits=validate(ServeLimits, _limit_flags(args), origin="serve limit flags"),
         max_ongoing_requests=args.max_ongoing_requests or 4,
         max_queued_requests=args.max_queued_requests or 8,
         num_replicas=args.replicas,

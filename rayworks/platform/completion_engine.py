@@ -5,11 +5,14 @@ the same prompt; text that may be the start of a stop string is held back until 
 A request becomes token-id prompts (strings, token ids, or a rendered chat), is checked
 against the server's limits, and runs as a `Generation` whose step events carry each
 choice's new text and, when asked, the raw logprobs of its tokens (`logprobs.py`).
+A generation stops at the next step once its `cancel` event is set (the HTTP client left,
+`openai_api.py`); `running` counts the sampling loops in progress (`serve_metrics.py`).
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,8 +33,14 @@ from rayworks.platform.openai_responses import (
     completion_chunks,
 )
 from rayworks.platform.openai_schema import MAX_ROWS, APIError, ChatRequest, CompletionRequest
-from rayworks.platform.serve_limits import ServeLimits, over_limit
-from rayworks.platform.text_stream import IncrementalDecoder, StopMatcher
+from rayworks.platform.serve_limits import (
+    ServeLimits,
+    check_limits,
+    check_prompt_tokens,
+    timeout_error,
+)
+from rayworks.platform.serve_metrics import ModelMetrics
+from rayworks.platform.text_stream import TextRow
 
 
 def sample_next(
@@ -82,61 +91,6 @@ def encode_prompts(tok: Any, context: int, prompts: list[str]) -> list[list[int]
     return rows
 
 
-class TextRow:
-    """Incremental detokenisation of one choice: stop strings, held-back text, finish reason.
-
-    Text that could still become a stop string (or an incomplete UTF-8 character) is held
-    back, so the streamed pieces add up to exactly the non-streamed text. Per token, only a
-    short window of ids is decoded and only the new characters are matched against the stop
-    strings (`text_stream.py`), so the cost per token does not grow with the text or with a
-    stop string's length.
-    """
-
-    def __init__(self, tok: Any, eos: set[int], stop: list[str], limit: int) -> None:
-        self.eos, self.limit = eos, limit
-        self.decoder = IncrementalDecoder(tok)
-        self.matcher = StopMatcher(stop)
-        self.text, self.emitted, self.n_tokens = "", 0, 0
-        self.finish: str | None = None
-        self.logprobs: list[TokenLogprob] = []  # of the tokens whose text was released
-        self.pending: list[TokenLogprob] = []  # of tokens pushed since the last release
-
-    def push(self, token: int) -> str:
-        """Add one generated token; return the text that became safe to send."""
-        self.n_tokens += 1
-        if token in self.eos:
-            self.finish = "stop"
-            self._extend(self.decoder.flush())
-            return self._take(len(self.text))
-        self._extend(self.decoder.push(token))
-        if self.finish is None and self.n_tokens >= self.limit:
-            self._extend(self.decoder.flush())
-            self.finish = self.finish or "length"
-        if self.finish:
-            return self._take(len(self.text))
-        return self._take(len(self.text) - self.matcher.hold)
-
-    def _extend(self, piece: str) -> None:
-        """Append decoded text; on a completed stop string cut the text where it starts."""
-        if not piece or self.finish:
-            return
-        start = self.matcher.feed(piece)
-        self.text += piece
-        if start is not None:
-            self.text, self.finish = self.text[:start], "stop"
-
-    def _take(self, upto: int) -> str:
-        piece = self.text[self.emitted : upto]
-        self.emitted = max(self.emitted, upto)
-        return piece
-
-    def release(self) -> list[TokenLogprob]:
-        """The pending logprobs, moved to `logprobs`: they go out with the text sent now."""
-        out, self.pending = self.pending, []
-        self.logprobs += out
-        return out
-
-
 class Event(NamedTuple):
     """New output of one choice in one step: text, finish reason, the released logprobs."""
 
@@ -162,6 +116,12 @@ class Generation:
 
     def prompt_of(self, choice: int) -> int:
         return choice // self.n
+
+    def close(self) -> None:
+        """Stop the sampling loop now (a stream whose client left), freeing its seat."""
+        close = getattr(self.events, "close", None)  # none without generation (max_tokens 0)
+        if close is not None:
+            close()
 
     def usage(self) -> dict[str, Any]:
         prompt, completion = sum(map(len, self.prompts)), sum(r.n_tokens for r in self.rows)
@@ -200,10 +160,13 @@ class CompletionEngine:
         name: str,
         kv: KVServing | None = None,
         limits: ServeLimits | None = None,
+        metrics: ModelMetrics | None = None,
     ) -> None:
         torch.set_num_threads(1)  # two torch threads on busy cores stall (NOTES)
         self.name = name
         self.limits = limits or ServeLimits()
+        self.metrics = metrics or ModelMetrics()
+        self._lock, self._running = threading.Lock(), 0
         self.model = load_causal_lm(model_dir).eval()
         self.kv = kv or KVServing()
         self.draft = kv_serving.load_draft(self.kv.draft, self.model) if self.kv.draft else None
@@ -215,6 +178,11 @@ class CompletionEngine:
         ids = [self.tok.eos_token_id, *(extra if isinstance(extra, list) else [extra])]
         self.eos = {i for i in ids if i is not None}
         self._texts: dict[int, str] = {}
+
+    @property
+    def running(self) -> int:
+        """Sampling loops in progress (read-only; `rayworks_model_generations_running`)."""
+        return self._running
 
     def token_text(self, token: int) -> str:
         """One token's text as logprobs show it (special tokens included, e.g. `</s>`)."""
@@ -237,10 +205,7 @@ class CompletionEngine:
                 raise APIError(400, f"prompt {i} has token id {max(ids)}, outside the "
                                f"vocabulary (ids 0..{self.vocab - 1})", param=param)  # fmt: skip
             check_context(ids, i, self.context, room, param)
-            if len(ids) > self.limits.max_prompt_tokens:
-                message = over_limit(f"prompt {i}'s length in tokens", len(ids),
-                                     "max_prompt_tokens", self.limits.max_prompt_tokens)  # fmt: skip
-                raise APIError(400, message, param=param, code="prompt_too_long")
+        check_prompt_tokens(self.limits, rows, param)
         return rows
 
     def prompt_rows(self, req: Request, room: int) -> tuple[list[list[int]], list[str]]:
@@ -270,10 +235,7 @@ class CompletionEngine:
                 code="model_not_found",
             )
         req.check_supported()
-        for what, value, limit, param in req.measures():
-            if value > getattr(self.limits, limit):
-                message = over_limit(what, value, limit, getattr(self.limits, limit))
-                raise APIError(400, message, param=param, code="limit_exceeded")
+        check_limits(self.limits, req.measures())
 
     @torch.no_grad()
     def _forward(
@@ -304,10 +266,11 @@ class CompletionEngine:
             pos = pos[:, -1:] + 1
             logits, cache = self._forward(nxt[:, None], mask, pos, cache)
 
-    def run(self, req: Request) -> Generation:
+    def run(self, req: Request, cancel: threading.Event | None = None) -> Generation:
         """Check `req` and return its Generation; nothing is generated until its events are
-        iterated (prompt logprobs, for echo, are computed here)."""
-        deadline = time.monotonic() + self.limits.request_timeout_s
+        iterated (prompt logprobs, for echo, are computed here). Once `cancel` is set, the
+        next step ends the generation with a 499."""
+        start = time.monotonic()
         self.check_request(req)
         policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
                                             self.model)  # fmt: skip
@@ -326,13 +289,14 @@ class CompletionEngine:
         if isinstance(req, CompletionRequest) and req.echo and top_k is not None:
             scored = [prompt_logprobs(self.model, ids, top_k) for ids in prompts]
         gen = Generation(prompts, echoes, scored, rows, req.n)
+        self.metrics.prompt_tokens(sum(map(len, prompts)))
         if cap == 0:  # echo only: score the prompt, generate nothing
             for row in rows:
                 row.finish = "length"
             return gen
         sampler = Sampler(req.temperature, req.top_p, self.generator(req.seed), top_k)
         steps, gen.extra = self._steps(batch, sampler, policy, budget, cap)
-        gen.events = self._events(steps, rows, sampler, deadline)
+        gen.events = self._events(steps, rows, sampler, start, cancel or threading.Event())
         return gen
 
     def _steps(
@@ -347,43 +311,63 @@ class CompletionEngine:
                                             min(cap, self.kv.lookahead), sampler, stats)  # fmt: skip
         return steps, {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
 
-    def _events(
-        self, steps: Iterator[list[int]], rows: list[TextRow], sampler: Sampler, deadline: float
-    ) -> Iterator[list[Event]]:
-        """Per step, the choices' new text and logprobs; 408 once the request's time is up."""
-        for tokens in steps:
-            if time.monotonic() > deadline:
-                steps.close()
-                limit = self.limits.request_timeout_s
-                message = over_limit("the request's generation time in seconds",
-                                     f"at least {limit:g}", "request_timeout_s", f"{limit:g}")  # fmt: skip
-                raise APIError(408, message, type="timeout_error", code="request_timeout")
-            step, events = sampler.last, []
-            for i, (row, token) in enumerate(zip(rows, tokens, strict=True)):
-                if row.finish is None:
-                    if step is not None:
-                        row.pending.append(step[i])
-                    piece = row.push(token)
-                    if piece or row.finish:
-                        events.append(Event(i, piece, row.finish, row.release()))
-            yield events
-            if all(row.finish for row in rows):
-                steps.close()
-                return
+    def _events(self, steps: Iterator[list[int]], rows: list[TextRow], sampler: Sampler,
+                start: float, cancel: threading.Event) -> Iterator[list[Event]]:  # fmt: skip
+        """Per step, the choices' new text and logprobs; 408 once the request's time is up,
+        499 once `cancel` is set. The loop counts as running from its first step to its
+        end, however it ends (finished, failed, cancelled, or closed by its stream)."""
+        self._count(1)
+        first = True
+        try:
+            for tokens in steps:
+                if first:
+                    self.metrics.first_token(time.monotonic() - start)
+                    first = False
+                self._check_time(start, cancel)
+                step, events = sampler.last, []
+                for i, (row, token) in enumerate(zip(rows, tokens, strict=True)):
+                    if row.finish is None:
+                        if step is not None:
+                            row.pending.append(step[i])
+                        piece = row.push(token)
+                        if piece or row.finish:
+                            events.append(Event(i, piece, row.finish, row.release()))
+                yield events
+                if all(row.finish for row in rows):
+                    return
+        finally:
+            steps.close()
+            self._count(-1, sum(row.n_tokens for row in rows))
 
-    def complete(self, req: Request) -> dict[str, Any]:
+    def _count(self, delta: int, generated: int = 0) -> None:
+        with self._lock:
+            self._running += delta
+        if delta > 0:
+            self.metrics.generation_started()
+        else:
+            self.metrics.generation_finished(generated)
+
+    def _check_time(self, start: float, cancel: threading.Event) -> None:
+        """499 if the client left (`cancel`), 408 past `--request-timeout`."""
+        if cancel.is_set():
+            raise APIError(499, "the client closed the request", code="client_closed_request")
+        if time.monotonic() - start > self.limits.request_timeout_s:
+            raise timeout_error(self.limits)
+
+    def complete(self, req: Request, cancel: threading.Event | None = None) -> dict[str, Any]:
         """The whole answer: a `text_completion` or a `chat.completion` object."""
-        gen = self.run(req)
+        gen = self.run(req, cancel)
         for _ in gen.events:
             pass
         if isinstance(req, ChatRequest):
             return chat_body(gen, req, self.name, self.token_text)
         return completion_body(gen, req, self.name, self.token_text)
 
-    def stream(self, req: Request) -> Iterator[str]:
+    def stream(self, req: Request, cancel: threading.Event | None = None) -> Iterator[str]:
         """The answer as server-sent events (`openai_responses.py`), ending with [DONE].
-        The request is checked here, so its errors are answered before the stream starts."""
-        gen = self.run(req)
+        The request is checked here, so its errors are answered before the stream starts;
+        closing the stream closes its generation."""
+        gen = self.run(req, cancel)
         if isinstance(req, ChatRequest):
             return chat_chunks(gen, req, self.name, self.token_text)
         return completion_chunks(gen, req, self.name, self.token_text)

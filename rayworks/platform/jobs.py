@@ -18,8 +18,9 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,21 +28,75 @@ from rayworks.errors import RayworksError
 
 AGENT_WAIT_S = 15.0  # how long a submit waits for the head to find a job agent
 
-DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 
-def dashboard_address(address: str | None) -> str:
-    """The Jobs API (dashboard) URL: explicit > RAY_API_SERVER_ADDRESS > http(s) RAY_ADDRESS.
+@dataclass(frozen=True)
+class LocalDashboard:
+    """A Ray dashboard running on this machine, read from its process's command line."""
 
-    A bare `host:port` gets `http://`; a GCS-style `RAY_ADDRESS` (`host:6379`, `auto`) is
-    not a dashboard URL and is ignored in favour of the local default.
-    """
+    url: str
+    gcs_address: str
+
+
+def _flags(cmdline: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in cmdline if a.startswith("--") and "=" in a)
+
+
+def local_dashboards() -> list[LocalDashboard]:
+    """Every live Ray dashboard on this machine that listens where its command line says
+    (`ray/dashboard/dashboard.py --host --port --gcs-address`): a `ray start` head or an
+    embedded `rayworks` Ray, whose dashboard moves to a free port when 8265 is taken."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or not any(
+            a.endswith(os.path.join("dashboard", "dashboard.py")) for a in cmdline
+        ):
+            continue
+        flags = _flags(cmdline)
+        try:
+            port = int(flags.get("port", ""))
+            listening = {c.laddr.port for c in proc.net_connections("inet")
+                         if c.status == psutil.CONN_LISTEN}  # fmt: skip
+        except (ValueError, psutil.Error):
+            continue
+        if port in listening:
+            host = flags.get("host", "127.0.0.1")
+            host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+            found.append(LocalDashboard(f"http://{host}:{port}", flags.get("gcs-address", "")))
+    return sorted(found, key=lambda d: d.url)
+
+
+def dashboard_address(
+    address: str | None, discover: Callable[[], list[LocalDashboard]] = local_dashboards
+) -> str:
+    """The Jobs API (dashboard) URL the token may be sent to, in this order: `address`;
+    RAY_API_SERVER_ADDRESS; an http(s) RAY_ADDRESS; the dashboard of the local Ray whose GCS
+    a `host:port` RAY_ADDRESS names; the one Ray dashboard running on this machine
+    (`local_dashboards`). Never a guessed port: with no address and none or several local
+    dashboards it raises, so the token never goes to whatever else listens on :8265. A bare
+    `host:port` gets `http://`."""
     ray_address = os.environ.get("RAY_ADDRESS", "")
+    address = address or os.environ.get("RAY_API_SERVER_ADDRESS") or (
+        ray_address if ray_address.startswith(("http://", "https://")) else None)  # fmt: skip
     if not address:
-        address = os.environ.get("RAY_API_SERVER_ADDRESS") or (
-            ray_address if ray_address.startswith(("http://", "https://")) else DEFAULT_DASHBOARD
-        )
+        running = discover()
+        if ray_address and ray_address != "auto":
+            port = ray_address.rsplit(":", 1)[-1]
+            running = [d for d in running if d.gcs_address.rsplit(":", 1)[-1] == port]
+        if len(running) != 1:
+            found = ", ".join(d.url for d in running) or "none"
+            raise RayworksError(
+                "which Ray dashboard? No --address, RAY_API_SERVER_ADDRESS or http(s) "
+                f"RAY_ADDRESS is set, and the Ray dashboards running on this machine"
+                f"{' for RAY_ADDRESS=' + ray_address if ray_address else ''} are: {found}. "
+                "Pass --address http://HOST:PORT (for a remote cluster, forward its dashboard "
+                "port first); the token is never sent to a guessed address."
+            )
+        address = running[0].url
     if "://" not in address:
         address = f"http://{address}"
     return address.rstrip("/")

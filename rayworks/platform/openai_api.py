@@ -1,8 +1,12 @@
 """OpenAI-compatible HTTP surface of the model endpoint: errors, auth, routes.
 
 `POST /v1/completions` and `POST /v1/chat/completions` (JSON or SSE stream; bodies in
-`openai_schema.py`, answers in `openai_responses.py`), `GET /v1/models`, `GET /health`
-(open).
+`openai_schema.py`, answers in `openai_responses.py`), `GET /v1/models`, `GET /metrics`
+(Prometheus text, `serve_metrics.py`), `GET /health` (open).
+A generation runs in a worker thread, a stream one chunk per call; when the client goes
+away (Ray Serve cancels the handler's task; Starlette also watches for the disconnect) the
+generation is told to stop and the handler returns only once it has, so the request's
+Serve slot and its sampling loop are free together (`in_thread`, `GenerationStream`).
 FastAPI's `/docs`, `/redoc` and `/openapi.json` are off unless `docs=True` (`--docs`): they
 would answer without a key and list every route to anyone who can connect.
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`; a bad body is
@@ -12,19 +16,23 @@ naming it; a wrong or missing bearer key is 401.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
-from rayworks.platform.serve_limits import BodyLimit, ServeLimits
+from rayworks.platform.serve_limits import BodyLimit, Receive, Scope, Send, ServeLimits
+from rayworks.platform.serve_metrics import RequestMetrics
 
 if TYPE_CHECKING:
     from rayworks.platform.completion_engine import CompletionEngine
@@ -110,16 +118,28 @@ def new_app(title: str, docs: bool = False, max_body_bytes: int | None = None) -
     return app
 
 
+ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health")
+
+
 def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False) -> FastAPI:
-    """The HTTP API over one engine: routes, bearer-key check and OpenAI-shaped errors."""
+    """The HTTP API over one engine: routes, bearer-key check, OpenAI-shaped errors and
+    request metrics (`/metrics` needs the key, like every route but `/health`)."""
     app = new_app("rayworks completions", docs, engine.limits.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=engine.metrics, routes=ROUTES)  # outermost
     created = int(time.time())
     install_error_handlers(app)
     authorize = bearer_auth(api_key)
+    # generations run here, not in FastAPI's pool, so that a cancelled handler can wait
+    # for its thread; threads start on demand (Serve's max_ongoing_requests bounds them)
+    workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
 
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/metrics", dependencies=[Depends(authorize)])
+    def metrics() -> Response:
+        return Response(engine.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models", dependencies=[Depends(authorize)])
     def models() -> dict[str, Any]:
@@ -127,20 +147,69 @@ def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False)
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
-    def completions(body: CompletionRequest) -> Any:
-        # Sync routes run in FastAPI's thread pool, so a long generation never blocks
-        # the replica's event loop (health checks, other requests, streaming).
-        return answer(engine, body)
+    async def completions(body: CompletionRequest) -> Any:
+        return await answer(engine, body, workers)
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
-    def chat(body: ChatRequest) -> Any:
-        return answer(engine, body)
+    async def chat(body: ChatRequest) -> Any:
+        return await answer(engine, body, workers)
 
     return app
 
 
-def answer(engine: CompletionEngine, body: CompletionRequest | ChatRequest) -> Any:
-    """The engine's answer to `body`: one JSON object, or an SSE stream when asked."""
-    if body.stream:
-        return StreamingResponse(engine.stream(body), media_type="text/event-stream")
-    return engine.complete(body)
+async def answer(
+    engine: CompletionEngine, body: CompletionRequest | ChatRequest, workers: Executor
+) -> Any:
+    """The engine's answer to `body`: one JSON object, or an SSE stream when asked. Either
+    stops at the next step once the client has gone."""
+    cancel = threading.Event()
+    if body.stream:  # checked in the thread, so a bad request is a plain error answer
+        chunks = await in_thread(workers, cancel, engine.stream, body, cancel)
+        return GenerationStream(chunks, cancel, workers)
+    return await in_thread(workers, cancel, engine.complete, body, cancel)
+
+
+async def in_thread(workers: Executor, cancel: threading.Event, fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` in a worker thread. If this task is cancelled (the client left), set
+    `cancel` and wait for the thread to return (one sampling step) before re-raising, so
+    the generation has stopped when the request's slot is released."""
+    future = asyncio.get_running_loop().run_in_executor(workers, fn, *args)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait([future])
+        raise
+
+
+class GenerationStream(StreamingResponse):
+    """An SSE response over a generation's chunks, each pulled in a worker thread. However
+    the response ends (finished, client gone, task cancelled), `cancel` is set and the
+    chunk iterator is closed in a worker thread once the step in flight has returned (the
+    lock), which ends the sampling loop (`openai_responses.sse`) and frees its seat."""
+
+    def __init__(self, chunks: Iterator[str], cancel: threading.Event, workers: Executor) -> None:
+        self.chunks, self.cancel, self.workers = chunks, cancel, workers
+        self.lock = threading.Lock()
+        super().__init__(self._pull(), media_type="text/event-stream")
+
+    def _next(self) -> str | None:
+        with self.lock:
+            return next(self.chunks, None)
+
+    def _close(self) -> None:
+        with self.lock:
+            self.chunks.close()  # type: ignore[attr-defined]  # a generator
+
+    async def _pull(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        while (chunk := await loop.run_in_executor(self.workers, self._next)) is not None:
+            yield chunk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.cancel.set()
+            closed = asyncio.get_running_loop().run_in_executor(self.workers, self._close)
+            await asyncio.shield(closed)

@@ -43,7 +43,8 @@ def stream_error(err: Exception) -> dict[str, Any]:
 def sse(
     head: dict[str, Any], batches: Iterable[list[dict[str, Any]]], gen: Generation, usage: bool
 ) -> Iterator[str]:
-    """`data: {chunk}` per non-empty batch of choices, the usage chunk if asked, `[DONE]`."""
+    """`data: {chunk}` per non-empty batch of choices, the usage chunk if asked, `[DONE]`.
+    Closing the stream early (its client left) closes the generation, ending its loop."""
     extra = {"usage": None} if usage else {}
     try:
         for choices in batches:
@@ -53,6 +54,8 @@ def sse(
             yield f"data: {json.dumps({**head, 'choices': [], 'usage': gen.usage()})}\n\n"
     except Exception as err:  # the status line is sent: the error becomes an event
         yield f"data: {json.dumps(stream_error(err))}\n\n"
+    finally:
+        gen.close()
     yield "data: [DONE]\n\n"
 
 

@@ -1,6 +1,7 @@
 """`rayworks serve model`: a checkpoint behind Ray Serve with an OpenAI-compatible HTTP API.
 
-Routes: `GET /health` (open), `GET /v1/models`, `POST /v1/completions` and
+Routes: `GET /health` (open), `GET /v1/models`, `GET /metrics` (Prometheus text; also
+exported through Ray's metrics API: `serve_metrics.py`), `POST /v1/completions` and
 `POST /v1/chat/completions` (JSON or SSE stream; logprobs, echo, token-id prompts; fields
 we do not implement are 400s naming them: docs/serving.md). Every request is bounded
 (`serve_limits.py`: prompt tokens, n, max_tokens, stop strings, logprobs, chat messages,
@@ -8,7 +9,9 @@ body bytes, time; 400/413/408 naming the flag).
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`. Generation is a
 small KV-cache sampling loop shared by the streamed and the plain answer, so both give the
 same text for the same request. Overload is answered by Serve itself with HTTP 503 once
-`max_ongoing_requests` per replica and `max_queued_requests` are in use.
+`max_ongoing_requests` per replica and `max_queued_requests` are in use. A client that
+disconnects stops its generation at the next step (`openai_api.in_thread`); a replica that
+dies is replaced by Serve (docs/serving.md, "Limits, metrics and failures").
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import build_app
 from rayworks.platform.serve_limits import ServeLimits
+from rayworks.platform.serve_metrics import ModelMetrics
 
 APP_NAME = "rayworks"  # one app on route "/": serving again replaces it
 
@@ -47,7 +51,11 @@ class CompletionServer:
         limits: dict | None = None,
     ) -> None:
         self.engine = CompletionEngine(
-            model_dir, name, KVServing(**(kv or {})), ServeLimits(**(limits or {}))
+            model_dir,
+            name,
+            KVServing(**(kv or {})),
+            ServeLimits(**(limits or {})),
+            ModelMetrics(ray_export=True),  # in a replica: Ray's metrics API too
         )
         self.api_key, self.docs = api_key, docs
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from rayworks.platform.config import Config
+from rayworks.platform.openai_schema import APIError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,7 +27,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class ServeLimits(Config):
-    """Per-request bounds of the model endpoint (flags of `rayworks serve model`)."""
+    """Per-request bounds of the model endpoint (flags of `rayworks serve model`); the TTC
+    router applies those that fit it (`router_api.ROUTER_LIMITS`)."""
 
     max_prompt_tokens: int = Field(2048, ge=1, description="per prompt")
     max_new_tokens: int = Field(1024, ge=0, description="cap on max_tokens")
@@ -60,6 +62,33 @@ def over_limit(what: str, value: int | float | str, limit: str, bound: object) -
         f"{what} is {value}, over this server's limit of {bound} "
         f"(set by `rayworks serve {FLAGS[limit]}`)"
     )
+
+
+def check_limits(limits: ServeLimits, measures: list[tuple[str, int, str, str]]) -> None:
+    """400 naming the first of `measures` — (what, value, ServeLimits field, param) — over
+    its limit, and the flag that raises it. Shared by the model endpoint and the TTC router."""
+    for what, value, limit, param in measures:
+        bound = getattr(limits, limit)
+        if value > bound:
+            message = over_limit(what, value, limit, bound)
+            raise APIError(400, message, param=param, code="limit_exceeded")
+
+
+def check_prompt_tokens(limits: ServeLimits, rows: list[list[int]], param: str = "prompt") -> None:
+    """400 naming `--max-prompt-tokens` for the first prompt (token ids) longer than it."""
+    for i, ids in enumerate(rows):
+        if len(ids) > limits.max_prompt_tokens:
+            message = over_limit(f"prompt {i}'s length in tokens", len(ids),
+                                 "max_prompt_tokens", limits.max_prompt_tokens)  # fmt: skip
+            raise APIError(400, message, param=param, code="prompt_too_long")
+
+
+def timeout_error(limits: ServeLimits) -> APIError:
+    """The 408 of a request past `--request-timeout`."""
+    limit = f"{limits.request_timeout_s:g}"
+    message = over_limit("the request's time in seconds", f"at least {limit}",
+                         "request_timeout_s", limit)  # fmt: skip
+    return APIError(408, message, type="timeout_error", code="request_timeout")
 
 
 class BodyLimit:

@@ -8,12 +8,16 @@ each new character costs amortised O(1) per stop string, and the automaton's sta
 longest prefix of a stop string the text currently ends with — exactly the text that must
 be held back. Scanning every prefix of every stop string against the whole text on every
 token (what this replaced) let one 100 KB stop string pin a replica for hours (issue 26).
+`TextRow` is one generated choice: both, plus the finish reason and held-back logprobs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rayworks.platform.logprobs import TokenLogprob
 
 REPLACEMENT = "\ufffd"  # what a decoder shows for an incomplete UTF-8 sequence
 
@@ -98,3 +102,58 @@ class StopMatcher:
     def hold(self) -> int:
         """Characters at the end of the text that may still begin a stop string."""
         return max(self.states, default=0)
+
+
+class TextRow:
+    """Incremental detokenisation of one choice: stop strings, held-back text, finish reason.
+
+    Text that could still become a stop string (or an incomplete UTF-8 character) is held
+    back, so the streamed pieces add up to exactly the non-streamed text. Per token, only a
+    short window of ids is decoded and only the new characters are matched against the stop
+    strings (`text_stream.py`), so the cost per token does not grow with the text or with a
+    stop string's length.
+    """
+
+    def __init__(self, tok: Any, eos: set[int], stop: list[str], limit: int) -> None:
+        self.eos, self.limit = eos, limit
+        self.decoder = IncrementalDecoder(tok)
+        self.matcher = StopMatcher(stop)
+        self.text, self.emitted, self.n_tokens = "", 0, 0
+        self.finish: str | None = None
+        self.logprobs: list[TokenLogprob] = []  # of the tokens whose text was released
+        self.pending: list[TokenLogprob] = []  # of tokens pushed since the last release
+
+    def push(self, token: int) -> str:
+        """Add one generated token; return the text that became safe to send."""
+        self.n_tokens += 1
+        if token in self.eos:
+            self.finish = "stop"
+            self._extend(self.decoder.flush())
+            return self._take(len(self.text))
+        self._extend(self.decoder.push(token))
+        if self.finish is None and self.n_tokens >= self.limit:
+            self._extend(self.decoder.flush())
+            self.finish = self.finish or "length"
+        if self.finish:
+            return self._take(len(self.text))
+        return self._take(len(self.text) - self.matcher.hold)
+
+    def _extend(self, piece: str) -> None:
+        """Append decoded text; on a completed stop string cut the text where it starts."""
+        if not piece or self.finish:
+            return
+        start = self.matcher.feed(piece)
+        self.text += piece
+        if start is not None:
+            self.text, self.finish = self.text[:start], "stop"
+
+    def _take(self, upto: int) -> str:
+        piece = self.text[self.emitted : upto]
+        self.emitted = max(self.emitted, upto)
+        return piece
+
+    def release(self) -> list[TokenLogprob]:
+        """The pending logprobs, moved to `logprobs`: they go out with the text sent now."""
+        out, self.pending = self.pending, []
+        self.logprobs += out
+        return out

@@ -19,6 +19,7 @@ from rayworks.platform.access import (
 )
 from rayworks.platform.openai_api import build_app
 from rayworks.platform.serve_limits import ServeLimits
+from rayworks.platform.serve_metrics import ModelMetrics
 
 
 @pytest.mark.parametrize(
@@ -92,6 +93,7 @@ def test_cli_refuses_open_bind_before_anything_starts(
 class _NoEngine:
     name = "none"
     limits = ServeLimits()
+    metrics = ModelMetrics()
 
 
 @pytest.mark.parametrize("docs", [False, True])

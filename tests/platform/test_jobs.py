@@ -27,14 +27,34 @@ def _dead_address() -> str:
 def test_dashboard_address_precedence(monkeypatch):
     for var in ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS"):
         monkeypatch.delenv(var, raising=False)
-    assert jobs.dashboard_address(None) == "http://127.0.0.1:8265"
-    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # GCS address: not a dashboard
-    assert jobs.dashboard_address(None) == "http://127.0.0.1:8265"
+    one = [jobs.LocalDashboard("http://127.0.0.1:57441", "192.0.2.2:44013")]
+    two = [*one, jobs.LocalDashboard("http://127.0.0.1:8265", "192.0.2.2:6379")]
+    assert jobs.dashboard_address(None, lambda: one) == "http://127.0.0.1:57441"  # moved
+    for running in ([], two):  # never a guess: none or several running is an error
+        with pytest.raises(RayworksError, match="which Ray dashboard") as err:
+            jobs.dashboard_address(None, lambda running=running: running)
+        assert "--address" in str(err.value)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # a GCS address: its dashboard
+    assert jobs.dashboard_address(None, lambda: two) == "http://127.0.0.1:8265"
     monkeypatch.setenv("RAY_ADDRESS", "http://10.0.0.1:8265/")
-    assert jobs.dashboard_address(None) == "http://10.0.0.1:8265"
+    assert jobs.dashboard_address(None, lambda: []) == "http://10.0.0.1:8265"
     monkeypatch.setenv("RAY_API_SERVER_ADDRESS", "https://ray.example:443")
-    assert jobs.dashboard_address(None) == "https://ray.example:443"
-    assert jobs.dashboard_address("127.0.0.1:9000") == "http://127.0.0.1:9000"
+    assert jobs.dashboard_address(None, lambda: []) == "https://ray.example:443"
+    assert jobs.dashboard_address("127.0.0.1:9000", lambda: []) == "http://127.0.0.1:9000"
+
+
+def test_local_dashboards_find_the_session_head_where_it_listens(ray_head):
+    """The test head's dashboard is on a free port, not 8265: discovery reads it from the
+    dashboard process and checks the port listens; every listener on it is loopback."""
+    import psutil
+
+    found = {d.url: d for d in jobs.local_dashboards()}
+    assert ray_head["dashboard"] in found
+    assert found[ray_head["dashboard"]].gcs_address.endswith(ray_head["address"].split(":")[1])
+    port = int(ray_head["dashboard"].rsplit(":", 1)[1])
+    binds = [c.laddr.ip for c in psutil.net_connections("inet")
+             if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
+    assert binds and all(ip.startswith("127.") for ip in binds), binds
 
 
 def test_entrypoint_quotes_run_args():

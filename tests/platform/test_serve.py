@@ -310,3 +310,15 @@ def test_other_port_is_refused_while_serving(server) -> None:
     with pytest.raises(RayworksError, match="already listens"):
         serve_model(server["model_dir"], **{**server["kwargs"], "port": free_port()})
     assert ok(server, prompt="hi", max_tokens=2)["model"] == "tiny"  # left untouched
+
+
+def test_the_endpoint_listens_on_loopback_only(server) -> None:
+    """Serve's HTTP proxy for the model binds 127.0.0.1 only (Ray's own gRPC servers listen
+    on every interface in Ray 2.60, token-guarded: docs/serving.md, Security defaults)."""
+    import psutil
+
+    port = server["kwargs"]["port"]
+    assert complete(server, prompt="ab", max_tokens=1).status_code == 200
+    binds = [c.laddr.ip for c in psutil.net_connections("inet")
+             if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
+    assert binds and all(ip.startswith("127.") for ip in binds), binds

@@ -10,7 +10,10 @@ that arrive within `window_ms` of each other are allocated together (`router_cor
 reply carries the selected sample, OpenAI usage plus `samples`/`budget`/`max_samples`, and
 a `ttc` object (rule, rounds, stop reason, vote share, `batch_size` = prompts in the window,
 `batch_requests` = requests in it). `GET /metrics` renders Prometheus text from a registry
-private to the router replica.
+private to the router replica (it has one replica; the model endpoint, which may have
+several, also exports through Ray's metrics API: `platform/serve_metrics.py`).
+Requests are bounded by the model endpoint's limit flags where they fit
+(`router_api.ROUTER_LIMITS`): 400 / 413 / 408 naming the flag.
 
 Faults: overload is answered by Serve with HTTP 503 once the router's `max_ongoing_requests`
 and `max_queued_requests` are in use. A model call whose replica died is retried
@@ -64,6 +67,12 @@ from rayworks.platform.serve import (
     serve_until_interrupted,
     wait_healthy,
 )
+from rayworks.platform.serve_limits import (
+    ServeLimits,
+    check_limits,
+    check_prompt_tokens,
+    timeout_error,
+)
 
 DIRECT_APP, DIRECT_PREFIX = "rayworks-direct", "/direct"  # the plain model app (benchmarks)
 ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/batch/completions", "/v1/models",
@@ -75,8 +84,8 @@ class ModelServer:
     router calls. Not an HTTP ingress (a Serve app may have only one): the plain model
     endpoint (`DIRECT_APP`) is `rayworks serve model`'s `CompletionServer`."""
 
-    def __init__(self, model_dir: str, name: str) -> None:
-        self.engine = CompletionEngine(model_dir, name)
+    def __init__(self, model_dir: str, name: str, limits: dict | None = None) -> None:
+        self.engine = CompletionEngine(model_dir, name, limits=ServeLimits(**(limits or {})))
 
     def sample(
         self, prompts: list[str], max_tokens: int, temperature: float, top_p: float, stop: list
@@ -165,16 +174,24 @@ class Router:
                          self.settings.rows_per_call)  # fmt: skip
 
     async def complete(self, body: RouterFields, prompts: list[str]) -> tuple[str, list[dict]]:
-        """Validate, queue into the current window, wait: (model name, per-prompt results)."""
+        """Validate, queue into the current window, wait: (model name, per-prompt results).
+        Past `--request-timeout` the request is a 408 (its window's other requests go on)."""
+        limits = self.settings.limits
+        check_limits(limits, body.measures())
         cfg, budget, cap, aggregate = resolve_ttc(body, self.settings, self.oracle is not None)
         model = self.pick_model(body.model)
         encoded = encode_prompts(self.tokenizers[model], self.contexts[model], prompts)
+        check_prompt_tokens(limits, encoded, "messages" if isinstance(body, ChatBody) else "prompt")
         sampling = Sampling(model, body.max_tokens, body.temperature, body.top_p, body.stops())
         queries = [
             Query(p, sampling, budget, cap, len(ids))
             for p, ids in zip(prompts, encoded, strict=True)
         ]
-        results = await self.batcher.submit(Job(queries, cfg, aggregate))
+        try:  # on timeout the job's future is cancelled: run_window skips it
+            waiting = self.batcher.submit(Job(queries, cfg, aggregate))
+            results = await asyncio.wait_for(waiting, limits.request_timeout_s)
+        except TimeoutError:
+            raise timeout_error(limits) from None
         self.metrics.observe_results(results)
         return model, results
 
@@ -231,7 +248,8 @@ def _context_length(model_dir: str) -> int:
 
 def build_router_app(router: Router) -> FastAPI:
     """The router's HTTP API: three completion routes, models, metrics, health."""
-    app = new_app("rayworks test-time compute router", router.docs)
+    app = new_app("rayworks test-time compute router", router.docs,
+                  router.settings.limits.max_body_bytes)  # fmt: skip
     install_error_handlers(app)
     auth = [Depends(bearer_auth(router.api_key))]
     metrics, created = router.metrics, int(time.time())
@@ -369,7 +387,7 @@ def serve_ttc(
             max_queued_requests=-1,
             ray_actor_options={"num_cpus": model_cpus},
             max_constructor_retry_count=2,
-        ).bind(str(d), name)
+        ).bind(str(d), name, settings.limits.model_dump())
         for i, (name, d) in enumerate(zip(names, dirs, strict=True))
     }
     ingress = router.options(name="TTCRouter", max_ongoing_requests=max_ongoing_requests,

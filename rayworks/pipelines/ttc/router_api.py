@@ -11,7 +11,9 @@ A request body is OpenAI's (`/v1/completions`, `/v1/chat/completions`) plus an o
              "allocator": {"rule": "elimination", "k": 1, "stop": "consistency"}}}
 
 `ttc.allocator` holds `AllocatorConfig` fields laid over the server's default allocator;
-an unknown key is a 400 naming `ttc.allocator.<key>`.
+an unknown key is a 400 naming `ttc.allocator.<key>`. The per-request limits of
+`rayworks serve model` (`serve_limits.ServeLimits`) apply where they fit (`ROUTER_LIMITS`),
+with the same flags, defaults and 400/413/408 answers naming the flag.
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ from rayworks.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
 from rayworks.platform.config import Config
 from rayworks.platform.openai_api import APIError
+from rayworks.platform.openai_schema import SCHEMA_MAX
 from rayworks.platform.plugins import import_callable
+from rayworks.platform.serve_limits import ServeLimits
 
 MAX_PROMPTS = 64  # prompts per request: bounds what one request can put in a window
+# the ServeLimits the router applies; n is always 1 here and logprobs are not returned
+ROUTER_LIMITS = ("max_prompt_tokens", "max_new_tokens", "max_stop", "max_stop_chars",
+                 "max_messages", "max_chat_chars", "max_body_bytes", "request_timeout_s")  # fmt: skip
 Aggregate = Literal["majority", "best_score"]
 Oracle = Callable[[str, str], float]
 
@@ -65,6 +72,10 @@ class RouterSettings(Config):
     rows_per_call: int = Field(16, ge=1, le=64, description="samples per model-deployment call")
     model_retries: int = Field(3, ge=0, description="retries of a call whose replica died")
     model_timeout_s: float = Field(120.0, gt=0, description="one model call's deadline")
+    limits: ServeLimits = Field(
+        default_factory=ServeLimits,
+        description="per-request limits (ROUTER_LIMITS of them; also each model call's)",
+    )
 
     @field_validator("answer_pattern")
     @classmethod
@@ -125,7 +136,7 @@ class RouterFields(BaseModel):
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
     n: int = Field(1, ge=1)
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    stop: str | Annotated[list[str], Field(max_length=SCHEMA_MAX)] | None = None
     stream: bool = False
     echo: bool = False
     ttc: TTCOptions | None = None
@@ -134,6 +145,17 @@ class RouterFields(BaseModel):
         return (
             (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop or [] if s)
         )
+
+    def measures(self) -> list[tuple[str, int, str, str]]:
+        """(what, value, ServeLimits field, param) checked against `--max-*` flags, as the
+        model endpoint's `openai_schema.SamplingFields.measures`."""
+        stop = self.stops()
+        return [
+            ("max_tokens", self.max_tokens, "max_new_tokens", "max_tokens"),
+            ("the number of stop strings", len(stop), "max_stop", "stop"),
+            *[(f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
+              for i, s in enumerate(stop)],
+        ]  # fmt: skip
 
 
 Prompts = str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
@@ -156,6 +178,19 @@ class ChatMessage(BaseModel):
 class ChatBody(RouterFields):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_completion_tokens: int | None = Field(None, ge=1)
+
+    def measures(self) -> list[tuple[str, int, str, str]]:
+        chars = sum(len(m.content) for m in self.messages)
+        tokens, *rest = super().measures()
+        if self.max_completion_tokens is not None:
+            tokens = ("max_completion_tokens", self.max_completion_tokens, "max_new_tokens",
+                      "max_completion_tokens")  # fmt: skip
+        return [
+            tokens,
+            *rest,
+            ("the number of messages", len(self.messages), "max_messages", "messages"),
+            ("the characters of all messages", chars, "max_chat_chars", "messages"),
+        ]
 
 
 def resolve_ttc(

@@ -3,7 +3,9 @@
 The HTTP tests share one router (module fixture) in front of one tiny random model: a
 300 ms window (so two threads land in one window on a busy machine), four ongoing and four
 queued requests on the router (so a burst gets 503; a tighter queue also refuses two
-requests that arrive together, as Serve queues a request while it picks a replica), the arithmetic oracle, and an API key.
+requests that arrive together, as Serve queues a request while it picks a replica), the
+arithmetic oracle, an API key, and two limits tighter than their defaults
+(`--max-new-tokens 64`, `--max-body-bytes 4096`).
 """
 
 from __future__ import annotations
@@ -196,6 +198,19 @@ def test_cli_checks_flags_before_ray(tmp_path, monkeypatch, capsys, tiny_lm) -> 
     assert main(["serve", "ttc", "--checkpoint", str(tmp_path / "none")]) != 0
     assert "no model found" in capsys.readouterr().err
     assert main(["serve", "model", "--checkpoint", str(model), "--checkpoint", str(model)]) != 0
+    assert main(["serve", "ttc", "--checkpoint", str(model), "--max-n", "2"]) != 0
+    assert "--max-n: not a limit of `serve ttc`" in capsys.readouterr().err
+
+
+def test_cli_limit_flags_reach_the_router_settings(tiny_lm, monkeypatch) -> None:
+    seen = {}
+    monkeypatch.setattr("rayworks.pipelines.ttc.router.serve_ttc",
+                        lambda checkpoints, settings, **kw: seen.update(settings=settings))  # fmt: skip
+    flags = ["--max-new-tokens", "64", "--max-stop", "2", "--request-timeout", "30"]
+    assert main(["serve", "ttc", "--checkpoint", str(tiny_lm()), *flags]) == 0
+    limits = seen["settings"].limits
+    assert (limits.max_new_tokens, limits.max_stop, limits.request_timeout_s) == (64, 2, 30.0)
+    assert limits.max_prompt_tokens == 2048  # the model endpoint's default
 
 
 # -- over HTTP ----------------------------------------------------------------------------------
@@ -207,7 +222,8 @@ def server(ray_session, tiny_lm):
 
     from rayworks.pipelines.ttc.router import serve_ttc
 
-    settings = {"budget": 4, "window_ms": 300, "oracle": ORACLE, "model_retries": 4}
+    settings = {"budget": 4, "window_ms": 300, "oracle": ORACLE, "model_retries": 4,
+                "limits": {"max_new_tokens": 64, "max_body_bytes": 4096}}  # fmt: skip
     url = serve_ttc([tiny_lm()], settings, port=free_port(), api_key=KEY, min_replicas=1,
                     max_replicas=2, model_cpus=0.5, max_ongoing_requests=4,
                     max_queued_requests=4, blocking=False)  # fmt: skip
@@ -321,6 +337,24 @@ def test_bad_body_is_400_naming_field(server) -> None:
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages"
     resp = post(server, "/v1/completions", prompt="a" * 400)
     assert resp.status_code == 400 and "max_position_embeddings" in resp.text
+
+
+def test_limit_flags_bound_router_requests(server) -> None:
+    """The model endpoint's limits, on the router: 400 / 413 naming the flag."""
+    chat = [{"role": "user", "content": "x"}]
+    over = {
+        "/v1/completions": ({"prompt": "x", "max_tokens": 65}, "max_tokens", "--max-new-tokens"),
+        "/v1/batch/completions": ({"prompts": ["x"], "stop": list("abcde")}, "stop", "--max-stop"),
+        "/v1/chat/completions": ({"messages": chat, "stop": "y" * 300}, "stop", "--max-stop-chars"),
+    }
+    for path, (body, param, flag) in over.items():
+        resp = post(server, path, **body)
+        assert resp.status_code == 400, (path, resp.text)
+        error = resp.json()["error"]
+        assert error["param"] == param and flag in error["message"], (path, error)
+    resp = post(server, "/v1/completions", prompt="x" * 5000)
+    assert resp.status_code == 413 and "--max-body-bytes" in resp.json()["error"]["message"]
+    assert post(server, "/v1/completions", prompt="x", max_tokens=64, ttc={"budget": 1}).ok
 
 
 def test_overload_answers_503_fast(server) -> None:
