@@ -39,6 +39,12 @@ class LocalProfile(Config):
     dashboard_host: str = Field("127.0.0.1", description="dashboard bind address")
     dashboard_port: int = Field(8265, ge=1, le=65535, description="dashboard port")
     auth_mode: str = Field("token", pattern="^(token|disabled)$", description="Ray auth mode")
+    idle_workers: int | None = Field(
+        None, ge=1,
+        description="idle worker processes Ray keeps instead of killing them (its "
+        "num_workers_soft_limit; None: 2 per CPU + 2). Ray's default, one per CPU, kills the "
+        "workers a stage warmed while actors hold the CPUs, and the next stage starts cold",
+    )  # fmt: skip
 
 
 def load_profile(path: str | Path | None = None) -> LocalProfile:
@@ -73,6 +79,11 @@ def _free_port(host: str, preferred: int) -> int:
         return sock.getsockname()[1]
 
 
+def idle_workers(prof: LocalProfile) -> int:
+    """Ray's `num_workers_soft_limit` for the embedded instance (`LocalProfile.idle_workers`)."""
+    return prof.idle_workers or 2 * (prof.num_cpus or os.cpu_count() or 1) + 2
+
+
 def connect(address: str | None = None, profile: LocalProfile | None = None) -> None:
     """Initialise Ray once per process (no-op if already connected)."""
     import ray
@@ -91,6 +102,7 @@ def connect(address: str | None = None, profile: LocalProfile | None = None) -> 
     ray.init(
         address="local",
         num_cpus=prof.num_cpus,
+        _system_config={"num_workers_soft_limit": idle_workers(prof)},
         object_store_memory=mem * 2**20 if mem else None,
         include_dashboard=prof.include_dashboard,
         dashboard_host=prof.dashboard_host,
