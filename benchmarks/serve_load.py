@@ -21,10 +21,8 @@ Per `--replicas` arm:
 
 On the first arm, the HTTP overhead: the same `max_tokens=1` request, one at a time, through
 `POST /v1/completions` (proxy, FastAPI, key check, JSON) and through the deployment handle
-(`serve.get_app_handle(...).complete.remote(body)`), alternating. The deployment has no
-handle method today (its only entry is the ASGI app), so this script serves a subclass of
-`CompletionServer` that adds `complete(body)`: the request model and `engine.complete`
-that the HTTP route calls, nothing else; the HTTP path is the unchanged inherited app.
+(`serve.get_app_handle(...).complete.remote(body)`: `CompletionServer.complete`, the
+request model and `engine.complete` that the HTTP route calls), alternating.
 Two in-process paths (the engine alone, and its FastAPI app over httpx's ASGI transport)
 and `GET /health` over HTTP split the difference into app, Ray hop and proxy.
 `--serve-env` sets Ray Serve environment settings (e.g. `RAY_SERVE_LOG_TO_STDERR=0`)
@@ -40,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -50,7 +47,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,28 +248,6 @@ def markdown(report: dict[str, Any]) -> str:
 # ---- Ray Serve parts ----
 
 
-@contextlib.contextmanager
-def handle_deployment() -> Iterator[None]:
-    """`serve_model` deploys CompletionServer plus a `complete(body)` handle method (see the
-    module docstring) while inside; its options, arguments and HTTP app are untouched."""
-    from ray import serve
-
-    from rayworks.platform import serve as rw_serve
-    from rayworks.platform.openai_schema import CompletionRequest
-
-    class HandleCompletionServer(rw_serve.CompletionServer):
-        def complete(self, body: dict) -> dict:
-            return self.engine.complete(CompletionRequest.model_validate(body))
-
-    dep = serve.deployment(serve.ingress()(HandleCompletionServer))
-    original = rw_serve.deployment
-    rw_serve.deployment = lambda: dep
-    try:
-        yield
-    finally:
-        rw_serve.deployment = original
-
-
 def body(i: int, max_tokens: int) -> dict[str, Any]:
     prompt = f"Q: {(i * 37) % 100}+{(i * 11) % 100}=\n"
     return {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 1.0,
@@ -404,9 +378,8 @@ def run_arm(args: argparse.Namespace, checkpoint: Path, replicas: int,
 
     from rayworks.platform.serve import APP_NAME, serve_model
 
-    with handle_deployment():
-        url = serve_model(checkpoint, host=args.host, port=args.port, api_key=KEY,
-                          num_replicas=replicas, model_name=MODEL, blocking=False)  # fmt: skip
+    url = serve_model(checkpoint, host=args.host, port=args.port, api_key=KEY,
+                      num_replicas=replicas, model_name=MODEL, blocking=False)  # fmt: skip
     completions = f"{url}/v1/completions"
     try:
         asyncio.run(closed_loop(completions, SLOTS * replicas, 2.0, args.max_tokens))  # warm-up

@@ -32,6 +32,7 @@ from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
 from rayworks.platform.openai_api import build_app
+from rayworks.platform.openai_schema import CompletionRequest
 from rayworks.platform.serve_limits import ServeLimits
 from rayworks.platform.serve_metrics import ModelMetrics
 
@@ -61,6 +62,12 @@ class CompletionServer:
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_app(self.engine, self.api_key, self.docs)
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One `/v1/completions` body through a deployment handle, for callers inside the
+        cluster (Ray's token guards handles; no HTTP, no API key): the request model and
+        engine call of the HTTP route, with the same limits."""
+        return self.engine.complete(CompletionRequest.model_validate(body))
 
 
 @functools.cache

@@ -322,3 +322,16 @@ def test_the_endpoint_listens_on_loopback_only(server) -> None:
     binds = [c.laddr.ip for c in psutil.net_connections("inet")
              if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
     assert binds and all(ip.startswith("127.") for ip in binds), binds
+
+
+def test_a_deployment_handle_completes_like_the_http_route(server) -> None:
+    """`CompletionServer.complete`: the same request model and engine call as the route."""
+    from ray import serve
+
+    from rayworks.platform.serve import APP_NAME
+
+    body = {"model": "tiny", "prompt": "ab", "max_tokens": 3, "temperature": 0.0}
+    via_http = ok(server, **body)
+    via_handle = serve.get_app_handle(APP_NAME).complete.remote(body).result(timeout_s=120)
+    assert via_handle["choices"][0]["text"] == via_http["choices"][0]["text"]
+    assert via_handle["usage"] == via_http["usage"]
