@@ -316,7 +316,11 @@ def logs(job_id: str, address: str | None = None) -> str:
 
 
 def stop(job_id: str, address: str | None = None) -> bool:
-    """Ask the cluster to stop the job; False when it had already ended."""
+    """Ask the cluster to stop the job; False when it had already ended. Its status is
+    read first: Ray's `stop_job` answers True while the finished job's supervisor actor
+    is still exiting, which a loaded machine stretches to seconds."""
     client, url = _client(address)
     with _talking_to(url):
+        if str(client.get_job_status(job_id).value) in TERMINAL:
+            return False
         return bool(client.stop_job(job_id))
