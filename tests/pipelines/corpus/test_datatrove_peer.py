@@ -10,7 +10,6 @@ in DataTrove's forkserver workers, is checked on its own.
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -21,30 +20,10 @@ pytest.importorskip(
     "datatrove", reason="the DataTrove peer needs datatrove (pip install -e '.[dev]')"
 )
 
+from _corpus_prose import near_copy, prose
+
 from rayworks.pipelines.corpus.datatrove_peer import DatatroveConfig, run
 from rayworks.platform.context import RunContext
-
-NOUNS = ("river", "garden", "teacher", "village", "market", "window", "harbor", "student",
-         "forest", "engine", "letter", "bridge", "mountain", "kitchen", "doctor", "library")  # fmt: skip
-VERBS = ("watched", "carried", "followed", "painted", "visited", "repaired", "described")
-ADJS = ("quiet", "ancient", "bright", "narrow", "careful", "distant", "modest", "gentle")
-
-
-def prose(seed: int, sentences: int = 10) -> str:
-    """English prose of ~130 words that passes Gopher quality and repetition."""
-    pick = random.Random(seed).choice
-    return "\n".join(
-        f"The {pick(ADJS)} {pick(NOUNS)} {pick(VERBS)} the {pick(NOUNS)} of the "
-        f"{pick(ADJS)} {pick(NOUNS)} with a {pick(NOUNS)}."
-        for _ in range(sentences)
-    )
-
-
-def near_copy(text: str) -> str:
-    """`text` with its fourth word replaced: 5-shingle Jaccard ~0.9 with the original."""
-    words = text.split(" ")
-    words[3] = "zeppelin"
-    return " ".join(words)
 
 
 def write_jsonl(path: Path, texts: list[str]) -> None:
