@@ -168,13 +168,8 @@ class PretokenCounter:
     def __call__(self, texts: Sequence[str]) -> list[int]:
         if not self.by_piece:
             return self._encode(list(texts))
-        whole = [i for i, t in enumerate(texts) if any(s in t for s in self.specials)]
-        skip = set(whole)
-        counts = [0 if i in skip else self._pieces(GPT2_SPLIT.findall(t))
-                  for i, t in enumerate(texts)]  # fmt: skip
-        for i, n in zip(whole, self._encode([texts[i] for i in whole]), strict=True):
-            counts[i] = n
-        return counts
+        return [self._encode([t])[0] if any(s in t for s in self.specials)
+                else self._pieces(GPT2_SPLIT.findall(t)) for t in texts]  # fmt: skip
 
 
 class TokenCount:
