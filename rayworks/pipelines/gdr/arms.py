@@ -1,8 +1,14 @@
 """One piece of a `gdr` run = one solver with one setting on one instance (a pure function
-that `fan_out` sends to a Ray task). Arms: `lewis` / `euclid` (ball-oracle trust region,
-`ball_oracle.py`), `ipm` (log-barrier IPM; `ipm_short` = the theory's short-step
-schedule μ = 1 + 1/√m, reconstructed constant), `firstorder` (subgradient fixed / 1/√t and
-smoothed GD / heavy-ball / Nesterov, `baselines.py`), and `interp` (p-interpolation).
+that `fan_out` sends to a Ray task), or one sweep point = every (arm, setting) of the
+duplication / m sweeps on one instance. Arms: `lewis` / `euclid` (ball-oracle trust
+region, `ball_oracle.py`; the two differ only in the geometry M), `ipm` (log-barrier IPM;
+`ipm_short` = the theory's short-step schedule μ = 1 + 1/√m, reconstructed constant),
+`firstorder` (subgradient fixed / 1/√t and smoothed GD / heavy-ball / Nesterov,
+`baselines.py`), and `interp` (p-interpolation).
+
+Both ball-oracle arms are in every sweep (`DUP_ARMS`, `M_ARMS`): duplication leaves the
+Lewis geometry unchanged but scales the Euclidean M = ÂᵀÂ by k, so a sweep without the
+Euclidean arm cannot tell the geometry's effect from the objective's invariance.
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ def grid(arm: str, cfg: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+BALL_ARMS = ("lewis", "euclid")
+DUP_ARMS = ("lewis", "euclid", "ipm", "ipm_short")  # duplication sweep
+M_ARMS = ("lewis", "euclid", "ipm")  # m sweep
+
+
 def _solve(arm: str, p: dict[str, Any], data: GroupData, x0: np.ndarray, cfg: Any) -> Trace:
     trace = Trace()
     o, b = cfg["oracle"], cfg["baselines"]
@@ -90,12 +101,73 @@ def solve_piece(
     data = instance(cfg["data"], cfg["seed"], m, k)
     if opt is None:
         opt = cvxpy_optimum(data)[1]
-    x0 = erm(data)
+    return _row(arm, params, data, erm(data), opt, cfg, k)
+
+
+def _row(
+    arm: str,
+    params: dict[str, Any],
+    data: GroupData,
+    x0: np.ndarray,
+    opt: float,
+    cfg: dict[str, Any],
+    k: int,
+) -> dict[str, Any]:
     trace = _solve(arm, params, data, x0, cfg)
     out = summarize(trace, opt, cfg["target"])
     curve = gap_ratio(trace.best_so_far(), opt)
     return {"arm": arm, "params": params, "m": data.m, "k": k, "opt": opt, **out,
             "curve": curve.tolist(), "curve_seconds": list(trace.seconds)}  # fmt: skip
+
+
+def sweep_settings(
+    arms: tuple[str, ...], cfg: Any, tuned: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The (arm, params, tuned) triples run at one sweep point (`cfg` a `GDRConfig`).
+
+    `tuned[arm]` is the arm's setting chosen on the base instance (k = 1; an untuned
+    Euclidean arm takes Lewis's, any other untuned arm its first grid setting); with
+    `sweep_full_grid` the ball-oracle arms also run every other grid setting, so that
+    Lewis and Euclidean are compared at every (ε, r), not only at their own tuned one."""
+    out = []
+    for arm in arms:
+        fallback = tuned.get("lewis") if arm == "euclid" else None
+        chosen = {} if arm == "ipm_short" else tuned.get(arm, fallback) or grid(arm, cfg)[0]
+        every = arm in BALL_ARMS and cfg.sweep_full_grid
+        for params in grid(arm, cfg) if every else [chosen]:
+            out.append({"arm": arm, "params": params, "tuned": params == chosen})
+    return out
+
+
+def sweep_calls(cfg: Any, tuned: dict[str, dict[str, Any]], opt: float) -> list[dict[str, Any]]:
+    """`sweep_piece` keyword arguments: one per duplication factor k (OPT unchanged by
+    duplication, so the base OPT is passed) and one per group count m (OPT recomputed)."""
+    dump = cfg.model_dump(mode="json")
+    dup = sweep_settings(DUP_ARMS, cfg, tuned)
+    ms = sweep_settings(M_ARMS, cfg, tuned)
+    return [{"cfg": dump, "settings": dup, "sweep": "dup", "opt": opt, "k": k}
+            for k in cfg.dup_ks] + [
+        {"cfg": dump, "settings": ms, "sweep": "m", "m": m} for m in cfg.m_sweep
+    ]  # fmt: skip
+
+
+def sweep_piece(
+    cfg: dict[str, Any],
+    settings: list[dict[str, Any]],
+    sweep: str,
+    opt: float | None = None,
+    m: int | None = None,
+    k: int = 1,
+) -> list[dict[str, Any]]:
+    """Every (arm, params) of `settings` on one sweep instance (m groups, each duplicated k
+    times), from its ERM warm start; every row comes from the same `_row` as the tuning grid,
+    so Lewis and Euclidean iterations are counted by one code path."""
+    data = instance(cfg["data"], cfg["seed"], m, k)
+    if opt is None:
+        opt = cvxpy_optimum(data)[1]
+    x0 = erm(data)
+    return [{**_row(s["arm"], s["params"], data, x0, opt, cfg, k), "tuned": s["tuned"],
+             "sweep": sweep} for s in settings]  # fmt: skip
 
 
 def interp_piece(p: float, cfg: dict[str, Any]) -> dict[str, Any]:

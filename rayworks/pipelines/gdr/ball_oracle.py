@@ -114,8 +114,11 @@ def trust_region_step(
 
 def ball_oracle(
     obj: Regularised, q: np.ndarray, r: float, opts: OracleOptions, x: np.ndarray | None = None
-) -> tuple[np.ndarray, int, float]:
-    """≈ argmin_{‖x - q‖_M ≤ r} f̂(x) by damped trust-region Newton; (x, Newton steps, nu)."""
+) -> tuple[np.ndarray, int, float, bool]:
+    """≈ argmin_{‖x - q‖_M ≤ r} f̂(x) by damped trust-region Newton.
+
+    Returns (x, Newton steps, nu of the last step, converged): `converged` is False when
+    the `max_newton` budget ran out before the Newton decrement fell below tolerance."""
     x = q.copy() if x is None else x.copy()
     tol = opts.newton_tol * obj.sm.delta * 4  # a fraction of ε
     nu, steps = 0.0, 0
@@ -125,12 +128,12 @@ def ball_oracle(
         p, nu = trust_region_step(g, H, obj.M, x - q, r)
         slope = float(g @ p)
         if -slope <= tol:
-            break
+            return x, steps, nu, True
         t = 1.0
         while obj.value(x + t * p) > v + 0.25 * t * slope and t > 1e-10:
             t *= 0.5
         x = x + t * p
-    return x, steps, nu
+    return x, steps, nu, False
 
 
 def _record(trace: Trace, folded: GroupData, x: np.ndarray, solves: int) -> None:
@@ -152,10 +155,12 @@ def trust_region(
     q, solves = x0.copy(), 0
     _record(trace, folded, q, solves)
     for _ in range(outer_iters):
-        q, steps, nu = ball_oracle(obj, q, r, opts)
+        q, steps, nu, converged = ball_oracle(obj, q, r, opts)
         solves += steps
         _record(trace, folded, q, solves)
-        if nu == 0.0 or stop(trace.best):  # interior: q minimises f̂, further calls are no-ops
+        # interior and converged: q minimises f̂, so further calls are no-ops. An interior
+        # call that ran out of Newton steps (a large radius) has not minimised f̂: go on.
+        if (nu == 0.0 and converged) or stop(trace.best):
             break
         r *= opts.shrink
     return trace
@@ -190,13 +195,13 @@ def accelerated(
         for _ in range(max_search):
             a = (lam + math.sqrt(lam * lam + 4 * lam * A_sum)) / 2
             y = (A_sum * x + a * v) / (A_sum + a)
-            xp, steps, nu = ball_oracle(obj, y, r, opts)
+            xp, steps, nu, converged = ball_oracle(obj, y, r, opts)
             solves += steps
             g = obj.grad(xp)
             Minv_g = sla.cho_solve(M_chol, g)
             step = math.sqrt(max((xp - y) @ M @ (xp - y), 0.0))
             ratio = lam * math.sqrt(max(g @ Minv_g, 0.0)) / max(step, 1e-300)
-            if nu == 0.0 or 0.5 <= ratio <= 2.0:
+            if (nu == 0.0 and converged) or 0.5 <= ratio <= 2.0:
                 break
             lo, hi = (lo, lam) if ratio > 2.0 else (lam, hi)
             bracketed = lo > 0 and hi < math.inf
@@ -205,6 +210,6 @@ def accelerated(
         v = v - a * Minv_g
         x = xp
         _record(trace, folded, x, solves)
-        if nu == 0.0 or stop(trace.best):  # interior: x⁺ minimises f̂
+        if (nu == 0.0 and converged) or stop(trace.best):  # interior: x⁺ minimises f̂
             break
     return trace

@@ -60,8 +60,10 @@ class OracleConfig(Config):
         description="grid of ε/f(x₀) (β = ε/(4 log m), δ = ε/4); reconstructed scale",
     )
     radius_rels: list[float] = Field(
-        default_factory=lambda: [0.1, 0.3, 1.0],
-        description="grid of r/f(x₀), r the M-norm ball radius (theory r = C/ε; C unstated)",
+        default_factory=lambda: [0.1, 0.3, 1.0, 3.0, 10.0],
+        description="grid of r/f(x₀), r the M-norm ball radius (theory r = C/ε; C unstated); "
+        "reaches past 1 up to radii where the first ball no longer binds (r = 10 on the "
+        "default instance: one outer call, the cost moves into its Newton solves)",
     )
     shrink: float = Field(1.0, gt=0, le=1, description="r ← shrink·r per outer step (paper: rho)")
     reg_coef: float = Field(1e-3, ge=0, description="f̂ = f̃ + reg_coef·ε/min{rank,m}·‖x-x₀‖²_M")
@@ -99,7 +101,7 @@ class GDRConfig(PipelineConfig):
     presets = {
         "smoke": {
             "data": {"m": 20, "d": 5, "n_per_group": 20, "n_adversarial": 2},
-            "oracle": {"outer_iters": 20, "eps_rels": [1e-3], "radius_rels": [0.3, 1.0]},
+            "oracle": {"outer_iters": 20, "eps_rels": [1e-3], "radius_rels": [0.3, 1.0, 3.0]},
             "baselines": {"ipm_mus": [16.0], "fo_iters": 100, "subgrad_etas": [1e-2],
                           "fo_step_mults": [3.0], "ipm_max_newton": 100},
             "dup_ks": [1, 4],
@@ -128,6 +130,11 @@ class GDRConfig(PipelineConfig):
         default_factory=lambda: [2.0, 4.0, 8.0], description="p-interpolation exponents (card)"
     )
     pass_tolerance: int = Field(2, ge=0, description="pass rule: iteration spread over k ≤ this")
+    sweep_full_grid: bool = Field(
+        True,
+        description="duplication / m sweeps run both ball-oracle arms (Lewis and Euclidean) "
+        "at every (ε, r) of the grid, not only at their k = 1 tuned setting",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> GDRConfig:

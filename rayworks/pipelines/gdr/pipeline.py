@@ -4,8 +4,10 @@
 One run builds the synthetic instance (`problem.py`), computes OPT with cvxpy/CLARABEL
 and the ERM warm start, then fans out every (arm, grid setting) as one Ray task
 (`arms.solve_piece`), keeps each arm's best setting (fewest iterations to `target` gap,
-then lowest final gap) and, in the method run, the extras: duplication k (ball oracle
-iterations vs IPM Newton steps), the m sweep and the p-interpolation. Gap = best-so-far
+then lowest final gap) and, in the method run, the extras: duplication k and the m
+sweep (both ball-oracle arms, Lewis and Euclidean, at every grid setting, beside the IPM's
+Newton steps; one Ray task per sweep instance, `arms.sweep_piece`) and the
+p-interpolation. Gap = best-so-far
 (F - OPT)/(F(x₀) - OPT) (headline); (F - OPT)/OPT is reported beside it (`relopt_`).
 Artifacts: `table.jsonl`, `table.md`, `gap_vs_iter.png`, `gap_vs_time.png`,
 `iters_vs_k.png`.
@@ -18,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from rayworks.pipelines.gdr.arms import grid, instance, interp_piece, solve_piece
+from rayworks.pipelines.gdr.arms import (
+    grid,
+    instance,
+    interp_piece,
+    solve_piece,
+    sweep_calls,
+    sweep_piece,
+)
 from rayworks.pipelines.gdr.baselines import cvxpy_optimum
 from rayworks.pipelines.gdr.config import (
     GDRConfig,
@@ -27,14 +36,15 @@ from rayworks.pipelines.gdr.config import (
     GDRIPMConfig,
 )
 from rayworks.pipelines.gdr.problem import erm, worst_group_loss
-from rayworks.pipelines.gdr.report import pass_rule, write_plots, write_table
+from rayworks.pipelines.gdr.report import pass_rule, sweep_summary, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import pipeline
 
 NUMBERS = ("iters_to_target", "seconds_to_target", "solves_to_target", "final_gap",
            "relopt_iters_to_target", "relopt_final_gap", "iterations", "seconds", "solves")  # fmt: skip
-REPORT = ("seconds_to_1pct", "final_gap", "relopt_iters_to_1pct", "pass_rule")
+REPORT = ("seconds_to_1pct", "solves_to_1pct", "final_gap", "relopt_iters_to_1pct", "pass_rule",
+          "pass_rule_euclid", "h2h_iters_lewis_wins", "h2h_iters_euclid_wins")  # fmt: skip
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
@@ -61,9 +71,9 @@ class _Logger:
         extra = {k: row[k] for k in ("worst", "average") if k in row}
         self.ctx.log(self.step, **label, **params, **numbers, **extra)
 
-
-def _tuned(best: dict[str, dict[str, Any]], arm: str, cfg: GDRConfig) -> dict[str, Any]:
-    return best[arm]["params"] if arm in best else grid(arm, cfg)[0]
+    def sweep(self, i: int, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            self.piece(i, r)
 
 
 def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
@@ -74,19 +84,17 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     f0 = worst_group_loss(data, erm(data))
     arms = [cfg.arm, *cfg.compare]
     calls = [{"arm": a, "params": p, "cfg": dump, "opt": opt} for a in arms for p in grid(a, cfg)]
-    n_extra = 3 * len(cfg.dup_ks) + 2 * len(cfg.m_sweep) + len(cfg.interp_ps)
+    n_sweep = sum(len(c["settings"]) for c in sweep_calls(cfg, {}, opt))  # same size tuned
+    n_extra = n_sweep + len(cfg.interp_ps)
     ctx.progress(len(calls) + n_extra, f"gdr {cfg.arm} ({len(arms)} arms)")
     log = _Logger(ctx)
     rows = fan_out(solve_piece, calls, threads=1, on_done=log.piece)
     best = {a: min((r for r in rows if r["arm"] == a), key=_rank) for a in arms}
 
-    dup_calls = [{"arm": a, "params": {} if a == "ipm_short" else _tuned(best, a, cfg),
-                  "cfg": dump, "opt": opt, "k": k}
-                 for k in cfg.dup_ks for a in ("lewis", "ipm", "ipm_short")]  # fmt: skip
-    dup = fan_out(solve_piece, dup_calls, threads=1, on_done=log.piece)
-    m_calls = [{"arm": a, "params": _tuned(best, a, cfg), "cfg": dump, "m": m}
-               for m in cfg.m_sweep for a in ("lewis", "ipm")]  # fmt: skip
-    sweep = fan_out(solve_piece, m_calls, threads=1, on_done=log.piece)
+    tuned = {a: r["params"] for a, r in best.items()}
+    pieces = fan_out(sweep_piece, sweep_calls(cfg, tuned, opt), threads=1, on_done=log.sweep)
+    extras = [r for piece in pieces for r in piece]
+    dup = [r for r in extras if r["sweep"] == "dup"]
     interp = fan_out(interp_piece, [{"p": p, "cfg": dump} for p in cfg.interp_ps],
                      threads=1, on_done=log.piece)  # fmt: skip
 
@@ -96,13 +104,13 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
         prefix = "" if a == cfg.arm else f"{a}_"
         for key, value in _scalars(best[a]).items():
             summary[prefix + key.replace("_target", "_1pct")] = value
-    for tag, r in [(f"dup_k{r['k']}", r) for r in dup] + [(f"m{r['m']}", r) for r in sweep]:
-        summary[f"{tag}_{r['arm']}_iters_to_1pct"] = r["iters_to_target"]
-        summary[f"{tag}_{r['arm']}_total_iters"] = r["iterations"]
+    if extras:
+        summary.update(sweep_summary(extras))
     for r in interp:
         summary[f"p{r['p']:g}_worst"], summary[f"p{r['p']:g}_average"] = r["worst"], r["average"]
     summary.update(pass_rule(dup, cfg.arm, cfg.pass_tolerance))
-    write_table(ctx, rows, best, dup + sweep, interp, opt)
+    summary.update(pass_rule(dup, cfg.arm, cfg.pass_tolerance, ball="euclid"))
+    write_table(ctx, rows, best, extras, interp, opt)
     write_plots(ctx.artifacts_dir, best, dup, cfg.target)
     return summary
 

@@ -1,4 +1,6 @@
-"""The run's table (jsonl + markdown), its plots and the card's pass rule."""
+"""The run's table (jsonl + markdown), its plots, the card's pass rule and the sweep
+summary: Lewis vs Euclidean ball oracle (and the IPM) at every duplication factor k and
+group count m, at the k = 1 tuned setting, retuned per point, and per radius."""
 
 from __future__ import annotations
 
@@ -10,15 +12,74 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.tables import cell
 
 
-def pass_rule(dup: list[dict[str, Any]], arm: str, tolerance: int) -> dict[str, float]:
-    """Card: the ball oracle's iterations to 1% change by at most ±tolerance across the
-    duplication sweep (all must reach it). Only in runs with ≥ 2 duplication factors."""
-    iters = [r["iters_to_target"] for r in dup if r["arm"] == "lewis"]
+def pass_rule(
+    dup: list[dict[str, Any]], arm: str, tolerance: int, ball: str = "lewis"
+) -> dict[str, float]:
+    """Card: the ball oracle's iterations to 1% (at its k = 1 tuned setting) change by at
+    most ±tolerance across the duplication sweep (all must reach it). Only in runs of the
+    `lewis` arm with ≥ 2 duplication factors. `ball="euclid"` applies the same rule to the
+    Euclidean arm (key `pass_rule_euclid`): the rule tells the geometries apart only when
+    the Euclidean arm fails it."""
+    iters = [r["iters_to_target"] for r in dup if r["arm"] == ball and r.get("tuned", True)]
     if arm != "lewis" or len(iters) < 2:
         return {}
     ok = all(not math.isnan(i) for i in iters) and max(iters) - min(iters) <= 2 * tolerance
     ok = ok and max(abs(i - iters[0]) for i in iters) <= tolerance
-    return {"pass_rule": float(ok)}
+    return {"pass_rule" if ball == "lewis" else f"pass_rule_{ball}": float(ok)}
+
+
+def _never_is_worst(x: float) -> float:
+    return math.inf if math.isnan(x) else x
+
+
+def _tag(r: dict[str, Any]) -> str:
+    return f"dup_k{r['k']}" if r["sweep"] == "dup" else f"m{r['m']}"
+
+
+def head_to_head(sweep: list[dict[str, Any]], key: str = "iters_to_target") -> dict[str, float]:
+    """Lewis vs Euclidean on every (sweep point, grid setting) both ran: how many cells each
+    needs fewer `key` (never reaching the target counts as worse than any count; both
+    never = tie)."""
+    cells: dict[tuple, dict[str, float]] = {}
+    for r in sweep:
+        if r["arm"] in ("lewis", "euclid"):
+            cell_key = (_tag(r), tuple(sorted(r["params"].items())))
+            cells.setdefault(cell_key, {})[r["arm"]] = _never_is_worst(r[key])
+    pairs = [c for c in cells.values() if len(c) == 2]
+    name = key.removesuffix("_to_target")
+    return {
+        f"h2h_{name}_lewis_wins": float(sum(c["lewis"] < c["euclid"] for c in pairs)),
+        f"h2h_{name}_euclid_wins": float(sum(c["euclid"] < c["lewis"] for c in pairs)),
+        f"h2h_{name}_ties": float(sum(c["lewis"] == c["euclid"] for c in pairs)),
+    }
+
+
+def _rank(r: dict[str, Any]) -> tuple[float, float]:
+    return (_never_is_worst(r["iters_to_target"]), r["final_gap"])
+
+
+def sweep_summary(sweep: list[dict[str, Any]]) -> dict[str, float]:
+    """Summary keys of the duplication (`dup_k{k}_`) and m (`m{m}_`) sweeps, per arm:
+    at the k = 1 tuned setting (`_iters_to_1pct`, `_solves_to_1pct`, `_seconds_to_1pct`,
+    `_total_iters`); retuned at that point over the grid (`_retuned_*`, ball arms); and
+    per radius at the arm's tuned ε (`_r{r}_*`, ball arms). Plus `head_to_head` counts."""
+    out: dict[str, float] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in sweep:
+        groups.setdefault((_tag(r), r["arm"]), []).append(r)
+    for (tag, arm), rows in groups.items():
+        tuned = next(r for r in rows if r["tuned"])  # a repeated grid value repeats it
+        picks = [("", tuned)]
+        if len(rows) > 1:
+            picks.append(("_retuned", min(rows, key=_rank)))
+            eps = tuned["params"]["eps_rel"]
+            picks += [(f"_r{r['params']['radius_rel']:g}", r)
+                      for r in rows if r["params"]["eps_rel"] == eps]  # fmt: skip
+        for label, r in picks:
+            for key in ("iters", "solves", "seconds"):
+                out[f"{tag}_{arm}{label}_{key}_to_1pct"] = r[f"{key}_to_target"]
+        out[f"{tag}_{arm}_total_iters"] = tuned["iterations"]
+    return {**out, **head_to_head(sweep), **head_to_head(sweep, "solves_to_target")}
 
 
 def _row_md(r: dict[str, Any]) -> str:
@@ -48,8 +109,9 @@ def write_table(
     lines = [f"OPT (cvxpy/CLARABEL) = {opt:.6g}. Gap = (F - OPT)/(F(x₀) - OPT), best so far.",
              "", "Tuned arms:", "", HEADER, *(_row_md(r) for r in best.values())]  # fmt: skip
     if extras:
-        lines += ["", "Duplication (k) and m sweep (tuned settings):", "", HEADER,
-                  *(_row_md(r) for r in extras)]  # fmt: skip
+        lines += ["", "Duplication (k) and m sweep (k = 1 tuned settings):", "", HEADER,
+                  *(_row_md(r) for r in extras if r.get("tuned", True))]  # fmt: skip
+        lines += ["", *h2h_table(extras)]
     if interp:
         lines += ["", "p-interpolation (minimiser of (1/m) Σ l_i^{p/2}):", "",
                   "| p | worst-group loss | average loss |", "|---:|---:|---:|",
@@ -58,6 +120,32 @@ def write_table(
     path = ctx.artifacts_dir / "table.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def h2h_table(sweep: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines: Lewis vs Euclidean iterations / solves to 1% per sweep cell."""
+    cells: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for r in sweep:
+        if r["arm"] in ("lewis", "euclid"):
+            p = r["params"]
+            cells.setdefault((r["sweep"], r["k"], r["m"], p["eps_rel"], p["radius_rel"]), {})[
+                r["arm"]
+            ] = r
+    lines = ["Lewis vs Euclidean ball oracle at every sweep cell (iterations / linear solves "
+             "to 1%; '-' = never):", "",
+             "| sweep | k | m·k | ε/f(x₀) | r/f(x₀) | Lewis iters | Euclid iters | Lewis solves "
+             "| Euclid solves | fewer iters |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for (sweep_name, k, m, eps, rad), c in sorted(cells.items()):
+        if len(c) < 2:
+            continue
+        lw, eu = c["lewis"], c["euclid"]
+        a, b = _never_is_worst(lw["iters_to_target"]), _never_is_worst(eu["iters_to_target"])
+        win = "Lewis" if a < b else "Euclid" if b < a else "tie"
+        lines.append(f"| {sweep_name} | {k} | {m} | {eps:g} | {rad:g} "
+                     f"| {cell(lw['iters_to_target'], '.3g')} | {cell(eu['iters_to_target'], '.3g')} "
+                     f"| {cell(lw['solves_to_target'], '.3g')} | {cell(eu['solves_to_target'], '.3g')} "
+                     f"| {win} |")  # fmt: skip
+    return lines
 
 
 def write_plots(
@@ -89,11 +177,14 @@ def write_plots(
         fig, ax = plt.subplots(figsize=(6, 4))
         for arm, key, label in (
             ("lewis", "iters_to_target", "ball oracle (Lewis): outer iters to 1%"),
+            ("euclid", "iters_to_target", "ball oracle (Euclidean): outer iters to 1%"),
             ("ipm", "iters_to_target", "IPM (tuned μ): Newton steps to 1%"),
             ("ipm", "iterations", "IPM (tuned μ): Newton steps to its stop"),
             ("ipm_short", "iters_to_target", "IPM short-step: Newton steps to 1%"),
         ):
-            pts = sorted((r["k"], r[key]) for r in dup if r["arm"] == arm)
+            pts = sorted((r["k"], r[key]) for r in dup if r["arm"] == arm and r["tuned"])
+            if not pts:
+                continue
             ax.plot(*zip(*pts, strict=True), marker="o", label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
