@@ -34,6 +34,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check rayworks tests benchmarks
 	$(BIN)/ruff format --check rayworks tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 format: setup
 	$(BIN)/ruff check --fix rayworks tests benchmarks

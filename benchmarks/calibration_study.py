@@ -5,7 +5,7 @@
 Nakkiran et al., "Trained on Tokens, Calibrated on Concepts" (ICLR 2026) predict that
 (1) a model trained with a proper loss is B-calibrated, (2) reward tuning breaks this and
 makes it overconfident while SFT continuation does not, (3) answering through a sampled
-chain of thought degrades calibration. methods/rl.md section 5 gives the pass rules:
+chain of thought degrades calibration. Our pass rules (reconstructed from them):
 (1) base smECE <= 0.05; (2) smECE(RL) - smECE(base) has a 95% CI above zero and
 mean(conf - acc) > 0, while the SFT control does not; (3) reported, not gated.
 
@@ -38,7 +38,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # throwaway local Ray (NOTES.md)
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # throwaway local Ray (token auth off)
 
 from rayworks.data.tasks import get_task
 from rayworks.evals.calibration import (
@@ -80,9 +80,9 @@ def rl_overrides(task: str, args: argparse.Namespace) -> list[str]:
 
 def base_policy(task: str, args: argparse.Namespace) -> Path:
     """The SFT'd policy of `task`, built once into the study's cache (as `grpo` would)."""
+    from rayworks.core.config import build_config
     from rayworks.pipelines.rl.base import base_models
     from rayworks.pipelines.rl.config import RLConfig
-    from rayworks.platform.config import build_config
 
     cfg = build_config(RLConfig, None, (), rl_overrides(task, args))
     policy, _ = base_models(cfg, Path(args.runs_dir) / "cache")

@@ -7,9 +7,9 @@ unless `--corpus-run` names a finished corpus run to reuse, then trains 2 arms x
 a 0.9M-parameter decoder (d_model 128, 4 layers, seq_len 128, batch 16, 100 steps: 204,800
 training tokens per run) and writes `benchmarks/results/corpus_lm.md`.
 
-Issue 6, item 7. Common Corpus claims its open, filtered data trains models comparable to
-others of their size. At our scale the check is: build the local corpus once with
-`rayworks run corpus`, then train the `lm` pipeline's tiny decoder twice with everything
+Common Corpus claims its open, filtered data trains models comparable to others of their
+size. At our scale the check is: build the local corpus once with `rayworks run corpus`,
+then train the `lm` pipeline's tiny decoder twice with everything
 equal except the training text (curated `output/` vs uncurated `input/`), and compare
 held-out bits per byte.
 
@@ -24,7 +24,7 @@ What the paper does not say, reconstructed here:
 - Two held-out sets, both from the held-out packages and fixed before training:
   "clean" = the documents curation kept (its `output/` text), and "uncurated" = all of
   those packages' input documents (copyleft, unknown-license, short, boilerplate,
-  duplicated, PII included). Clean is the question the issue asks (does curated data
+  duplicated, PII included). Clean is the question asked here (does curated data
   model clean text better?) but it is drawn from the curated distribution, which favours
   the curated arm by construction; the uncurated set shows the other direction. Neither
   is an outside benchmark: no such text is available offline here.
@@ -61,6 +61,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rayworks.platform.stats import mean_ci
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -338,7 +340,6 @@ def evaluate(run: ArmRun, heldout: dict[str, list[Doc]], args: argparse.Namespac
 
 # --- statistics and report ------------------------------------------------------------------
 
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
 LABELS = {"clean": "clean held-out", "uncurated": "uncurated held-out"}
 
 
@@ -365,8 +366,7 @@ def t_interval(values: list[float]) -> tuple[float, float, float]:
     mean = float(np.mean(values))
     if len(values) < 2:
         return mean, float("nan"), float("nan")
-    half = T975.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
+    return mean_ci(values)
 
 
 def package_bootstrap(runs: list[ArmRun], docs: list[Doc], name: str, n_boot: int) -> list[float]:

@@ -36,13 +36,13 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from rayworks.core.config import build_config
     from rayworks.models.diffusion_lm import load_diffusion_lm
     from rayworks.pipelines.dpad.config import DPadConfig
     from rayworks.pipelines.dpad.grid import evaluate
     from rayworks.pipelines.dpad.pipeline import TEST_SEED_OFFSET
     from rayworks.pipelines.dpad.tasks import make_batch
     from rayworks.pipelines.dpad.train import cached_model
-    from rayworks.platform.config import build_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="default")

@@ -36,10 +36,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
 
+    from rayworks.core.config import build_config
     from rayworks.pipelines.lm.plain import PlainLMConfig
     from rayworks.pipelines.lm.plain import run as plain_run
     from rayworks.platform import launch
-    from rayworks.platform.config import build_config
     from rayworks.platform.context import RunContext
 
     overrides = ["eval.exact_match=false", *args.overrides]

@@ -115,6 +115,8 @@ from typing import Any
 
 import trl_peer
 
+from rayworks.platform.stats import mean_ci
+
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "rl_learning.json"
 # --quick: the script end to end in a few minutes (user --set overrides still win)
@@ -139,10 +141,8 @@ def t_interval(values: list[float]) -> dict[str, Any]:
         return out
     out["mean"] = statistics.fmean(finite)
     if len(finite) > 1:
-        from scipy.stats import t
-
-        half = t.ppf(0.975, len(finite) - 1) * statistics.stdev(finite) / math.sqrt(len(finite))
-        out["ci95"] = [out["mean"] - half, out["mean"] + half]
+        _, lo, hi = mean_ci(finite)
+        out["ci95"] = [lo, hi]
     return out
 
 
@@ -325,7 +325,7 @@ def trl_worker(spec: dict[str, Any]) -> None:
     from rayworks.pipelines.rl.learner import lr_at
     from rayworks.pipelines.rl.prompts import prompt_set
     from rayworks.pipelines.rl.rewards import CombinedReward
-    from rayworks.pipelines.rl.rollout import HFEngine
+    from rayworks.platform.rollout import HFEngine
 
     cfg = RLConfig.model_validate(spec["cfg"])
     base, seed = spec["base"], spec["seed"]

@@ -16,7 +16,8 @@ num_iterations=1, steps_per_generation=1), measured in one script run on this CP
         tokens are counted from the completion ids its reward function receives.
         Multi-threaded runs get OMP_WAIT_POLICY=PASSIVE (--omp-wait): with OpenMP's default
         spinning, 2 threads on 2 cores that another process also uses stall for seconds per
-        step (NOTES.md), which would time the shared machine rather than TRL.
+        step (measured on our 2-core machines), which would time the shared machine rather
+        than TRL.
 
 Load from other processes slows every side; the 1-minute load average before each side is
 written to the results, and medians are shown next to means.
@@ -24,7 +25,7 @@ written to the results, and medians are shown next to means.
 The first --warmup steps of each side are left out (model load, allocator and thread-pool
 warmup); the rest give the mean seconds per step, generated tokens per second of step time
 (response tokens / step_s) and of generation time (response tokens / gen_s), and the ratios
-ours / TRL as speeds (>1: ours faster). Two sizes (NOTES.md): `small` is the RL pipeline's
+ours / TRL as speeds (>1: ours faster). Two sizes: `small` is the RL pipeline's
 default policy (d_model 64, 2 layers; 8 prompts x G=8, 80 new tokens), where a step is mostly
 overhead; `large` (d_model 256, 4 layers; 8 x 8 rollouts of 64 tokens, briefly SFT'd: accuracy
 does not matter for timing) is where compute weighs more.
@@ -68,8 +69,8 @@ MATCHED = ["loss.ppo_epochs=1", "loss.minibatches=1", "loss.entropy_coef=0", "lo
 
 
 def rl_config(size: str, extra: list[str]) -> Any:
+    from rayworks.core.config import build_config
     from rayworks.pipelines.rl.config import RLConfig
-    from rayworks.platform.config import build_config
 
     return build_config(RLConfig, None, (), [*SIZES[size], *extra])
 
@@ -287,7 +288,7 @@ def main() -> None:
         "--omp-wait",
         default="PASSIVE",
         help="OMP_WAIT_POLICY of multi-threaded TRL runs ('' = OpenMP's default spinning, which "
-        "stalls for seconds when another process shares the cores; NOTES.md)",
+        "stalls for seconds when another process shares the cores: measured on 2 shared cores)",
     )
     parser.add_argument("--quick", action="store_true", help="short check: 4 steps, 1 warmup")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-rl-step"),

@@ -163,7 +163,7 @@ def summarize(results: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
 
 
 def capacity_check(codes: dict[str, int], load: float) -> str:
-    """What the issue asks of a rate at `load` x capacity: below (< 0.9) every answer is
+    """What we require of a rate at `load` x capacity: below (< 0.9) every answer is
     200; above (> 1.1) the only failures are 503s. Near capacity nothing is asked."""
     bad = {c: n for c, n in codes.items() if c != "200"}
     if load < 0.9:

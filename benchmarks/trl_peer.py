@@ -32,8 +32,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def rl_config(overrides: Sequence[str] = ()) -> Any:
     """`RLConfig` defaults (the `grpo` pipeline's default preset) plus `--set` overrides."""
+    from rayworks.core.config import build_config
     from rayworks.pipelines.rl.config import RLConfig
-    from rayworks.platform.config import build_config
 
     return build_config(RLConfig, None, (), list(overrides))
 
@@ -51,7 +51,7 @@ def trl_prompts(cfg: Any, tokenizer: Any, prompts: Sequence[str]) -> list[Any]:
     """Prompts as TRL should get them: plain text, or one user turn each where our engine
     applies the tokenizer's chat template (rollout.encode_prompts), so TRL applies the same
     template (with the generation prompt, no special tokens added twice)."""
-    from rayworks.pipelines.rl.rollout import uses_chat_template
+    from rayworks.platform.rollout import uses_chat_template
 
     if uses_chat_template(tokenizer, getattr(cfg.policy, "chat_template", True)):
         return [[{"role": "user", "content": p}] for p in prompts]

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from rayworks.errors import ConfigError, RayworksError
+from rayworks.core.errors import ConfigError, RayworksError
+from rayworks.platform.registry import extension_names, get_extensions
 from rayworks.platform.serve_limits import FLAGS as SERVE_LIMIT_FLAGS
 from rayworks.platform.serve_limits import ServeLimits
+from rayworks.platform.serve_targets import limit_flags
 
 if TYPE_CHECKING:
     from rayworks.platform.tracking import TrackingConfig
@@ -80,7 +82,7 @@ def _add_tracking(p: argparse.ArgumentParser) -> None:
 
 def _tracking(args: argparse.Namespace) -> TrackingConfig:
     """The --tracking flags, checked (a URI without a backend is an error)."""
-    from rayworks.platform.config import validate
+    from rayworks.core.config import validate
     from rayworks.platform.tracking import TrackingConfig
 
     flags = {
@@ -91,7 +93,7 @@ def _tracking(args: argparse.Namespace) -> TrackingConfig:
     return validate(TrackingConfig, flags, origin="--tracking flags")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(serve_target: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayworks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -134,14 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tracking(p)
 
     p = sub.add_parser("serve", help="serve a model behind OpenAI-compatible HTTP (Ray Serve)")
+    targets = extension_names("serve_target")
     p.add_argument(
-        "target", choices=["model", "ttc"], help="model: one checkpoint; ttc: the TTC router"
+        "target",
+        choices=["model", *targets],
+        help="model: one checkpoint; the others are added by pipelines "
+        "(`rayworks serve TARGET --help` shows a target's flags)",
     )
     p.add_argument(
         "--checkpoint",
         required=True,
         action="append",
-        help="run dir, checkpoint dir or HF model dir (ttc: repeat for several models)",
+        help="run dir, checkpoint dir or HF model dir (a target may take several)",
     )
     p.add_argument(
         "--host", default="127.0.0.1", help="bind address; beyond loopback it needs an API key"
@@ -158,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json (no key)")
     g = p.add_argument_group(
-        "limits per request (400/413/408 naming the flag; ttc: all but --max-n and --max-logprobs)"
+        "limits per request (400/413/408 naming the flag; a target may accept only some)"
     )
     for key, flag in SERVE_LIMIT_FLAGS.items():
         field = ServeLimits.model_fields[key]
@@ -169,20 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N" if field.annotation is int else "SECONDS",
             help=f"{field.description} (default {field.default})",
         )
-    p.add_argument(
-        "--max-ongoing-requests", type=int, help="per replica of the ingress (model 4, ttc 32)"
-    )
-    p.add_argument("--max-queued-requests", type=int, help="then HTTP 503 (model 8, ttc 64)")
+    p.add_argument("--max-ongoing-requests", type=int, help="per replica of the ingress (model 4)")
+    p.add_argument("--max-queued-requests", type=int, help="then HTTP 503 (model 8)")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--name", help="model id shown by /v1/models")
     g = p.add_argument_group("KV-cache policy (target model; requests may override)")
-    g.add_argument(
-        "--kv-policy", default="full", help="full, speckv, snapkv, streaming, h2o, random"
-    )
+    g.add_argument("--kv-policy", default="full", help="full or a registered policy")
     g.add_argument("--kv-budget", type=int, help="KV entries kept per layer and head")
-    g.add_argument("--draft", help="draft model (run dir or HF folder) for --kv-policy speckv")
-    g.add_argument("--kv-lookahead", type=int, default=32, help="most SpecKV draft tokens")
-    _add_ttc_args(p)
+    g.add_argument("--draft", help="draft model (run dir or HF folder) for draft-based policies")
+    g.add_argument("--kv-lookahead", type=int, default=32, help="most draft tokens per prompt")
+    if serve_target is not None:
+        get_extensions("serve_target")[serve_target].add_args(p)
     _add_address(p)
 
     p = sub.add_parser("submit", help="submit `rayworks run PIPELINE ARGS` to a cluster (Ray Jobs)")
@@ -348,93 +351,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_ttc_args(p: argparse.ArgumentParser) -> None:
-    """Flags of `rayworks serve ttc` (the router's server defaults; requests may override)."""
-    g = p.add_argument_group("ttc router (target ttc)")
-    g.add_argument("--rule", default="elimination", help="default allocation rule")
-    g.add_argument("--budget", type=int, default=8, help="default samples per prompt")
-    g.add_argument("--k", type=int, default=1, help="samples per selected prompt per round")
-    g.add_argument("--stop", choices=["oracle", "consistency"], help="default: oracle if --oracle")
-    g.add_argument("--aggregate", choices=["majority", "best_score"])
-    g.add_argument("--cap-factor", type=float, default=2.0, help="max_samples = cap x budget")
-    g.add_argument("--window-ms", type=float, default=20.0, help="batching window")
-    g.add_argument("--answer-pattern", default=r"A:\s*(\S+)", help="final-answer regex")
-    g.add_argument("--oracle", help="module:function(prompt, completion) -> score (trusted code)")
-    g.add_argument("--min-replicas", type=int, default=1, help="per model deployment")
-    g.add_argument("--max-replicas", type=int, default=2, help="per model deployment")
-    g.add_argument("--model-cpus", type=float, default=1.0, help="CPUs per model replica")
-
-
-def _limit_flags(
-    args: argparse.Namespace, allowed: Sequence[str] = tuple(SERVE_LIMIT_FLAGS)
-) -> dict:
-    """The limit flags given, by ServeLimits field; a flag that does not apply is an error."""
-    given = {k: v for k in SERVE_LIMIT_FLAGS if (v := getattr(args, f"limit_{k}")) is not None}
-    if extra := [SERVE_LIMIT_FLAGS[k] for k in given if k not in allowed]:
-        raise ConfigError(f"{', '.join(extra)}: not a limit of `serve {args.target}`.")
-    return given
-
-
-def _serve_ttc(args: argparse.Namespace, api_key: str | None) -> None:
-    """Check the flags and checkpoints, then join the cluster and serve the router."""
-    from rayworks.pipelines.ttc.router import serve_ttc
-    from rayworks.pipelines.ttc.router_api import ROUTER_LIMITS, RouterSettings
-    from rayworks.platform.cluster import connect
-    from rayworks.platform.config import validate
-    from rayworks.platform.serve import checked_model_dir
-
-    stop = args.stop or ("oracle" if args.oracle else "consistency")
-    allocator = {"rule": args.rule, "k": args.k, "stop": stop}
-    settings = validate(
-        RouterSettings,
-        {
-            "allocator": allocator,
-            "budget": args.budget,
-            "aggregate": args.aggregate,
-            "cap_factor": args.cap_factor,
-            "window_ms": args.window_ms,
-            "answer_pattern": args.answer_pattern,
-            "oracle": args.oracle,
-            "limits": _limit_flags(args, ROUTER_LIMITS),
-        },
-        origin="serve ttc flags",
-    )
-    for checkpoint in args.checkpoint:
-        checked_model_dir(checkpoint)  # fails here, before Ray, if anything is missing
-    if args.address:
-        connect(args.address)
-    serve_ttc(
-        args.checkpoint,
-        settings,
-        host=args.host,
-        port=args.port,
-        api_key=api_key,
-        insecure_no_auth=args.insecure_no_auth,
-        docs=args.docs,
-        min_replicas=args.min_replicas,
-        max_replicas=args.max_replicas,
-        model_cpus=args.model_cpus,
-        max_ongoing_requests=args.max_ongoing_requests or 32,
-        max_queued_requests=args.max_queued_requests or 64,
-        blocking=True,
-    )
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
+    from rayworks.core.config import validate
     from rayworks.platform.access import check_bind, resolve_api_key
     from rayworks.platform.cluster import connect
-    from rayworks.platform.config import validate
     from rayworks.platform.kv_serving import KVServing
     from rayworks.platform.serve import serve_model
 
     api_key = resolve_api_key(args.api_key, args.api_key_file)
     # refused before Ray starts; serve_model / serve_ttc check again and warn
     check_bind(args.host, api_key, args.insecure_no_auth, warn=False)
-    if args.target == "ttc":
-        _serve_ttc(args, api_key)
+    if args.target != "model":
+        get_extensions("serve_target")[args.target].serve(args, api_key)
         return 0
     if len(args.checkpoint) != 1:
-        raise RayworksError("serve model takes exactly one --checkpoint (serve ttc takes several)")
+        raise RayworksError("serve model takes exactly one --checkpoint")
     if args.address:
         connect(args.address)
     serve_model(
@@ -444,7 +375,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=api_key,
         insecure_no_auth=args.insecure_no_auth,
         docs=args.docs,
-        limits=validate(ServeLimits, _limit_flags(args), origin="serve limit flags"),
+        limits=validate(ServeLimits, limit_flags(args), origin="serve limit flags"),
         max_ongoing_requests=args.max_ongoing_requests or 4,
         max_queued_requests=args.max_queued_requests or 8,
         num_replicas=args.replicas,
@@ -552,9 +483,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from rayworks.platform import bench
+    from rayworks.platform import demo
 
-    out = bench.demo(
+    out = demo.demo(
         runs_dir=args.runs_dir,
         address=args.address,
         seeds=args.seeds,
@@ -572,13 +503,22 @@ HANDLERS = {
 }  # fmt: skip
 
 
+def _serve_target(argv: list[str]) -> str | None:
+    """The pipeline-added target `rayworks serve TARGET` names, whose flags the parser
+    then adds (only that target's module is imported)."""
+    if argv[:1] != ["serve"]:
+        return None
+    targets = extension_names("serve_target")
+    return next((token for token in argv[1:] if token in targets), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough: list[str] = []
     if argv[:1] == ["submit"] and "--" in argv:  # `submit ... -- RUN_ARGS`: split before argparse
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1 :]
-    args = build_parser().parse_args(argv)
+    args = build_parser(_serve_target(argv)).parse_args(argv)
     if args.command == "submit":
         args.run_args = [*args.run_args, *passthrough]
     try:

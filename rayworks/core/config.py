@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 
 C = TypeVar("C", bound="Config")
 

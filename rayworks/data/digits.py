@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
 
 
 class DigitsConfig(Config):

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 
 BUILDERS = {
     ".txt": "text",

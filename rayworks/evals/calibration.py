@@ -33,8 +33,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import Example, Task, get_task
-from rayworks.errors import RayworksError
 from rayworks.evals.calibration_math import (
     Collapse,
     Estimator,
@@ -47,7 +48,6 @@ from rayworks.evals.calibration_math import (
     reliability_diagram,
     smooth_ece,
 )
-from rayworks.platform.config import Config
 from rayworks.platform.registry import evaluation
 
 __all__ = ["CalibrationConfig", "b_confidence", "question_record", "summarize"]
@@ -140,7 +140,7 @@ def sample_completions(
     model_dir: Path, prompts: list[str], cfg: CalibrationConfig
 ) -> list[list[str]]:
     """`cfg.samples` completions per prompt from the `hf` rollout engine, in batches."""
-    from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
+    from rayworks.platform.rollout import HFEngine, SamplingConfig
 
     engine = HFEngine(model_dir, threads=1)
     per_batch = max(1, cfg.batch_rows // cfg.samples)

@@ -21,8 +21,8 @@ from typing import Literal
 
 import numpy as np
 
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks.base import answer_after
-from rayworks.errors import RayworksError
 from rayworks.platform.plugins import import_callable
 
 Estimator = Literal["plugin", "heldout"]
@@ -208,10 +208,7 @@ def reliability_diagram(
     conf: Sequence[float], correct: Sequence[float], path: str | Path, title: str = ""
 ) -> Path:
     """Save relplot's smoothed reliability diagram (with its smECE) as a PNG at `path`."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import relplot
 
     f, y = _check(conf, correct)
@@ -221,7 +218,6 @@ def reliability_diagram(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return out
 
 

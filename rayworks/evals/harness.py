@@ -56,8 +56,8 @@ from typing import Any
 
 from pydantic import Field
 
-from rayworks.errors import ConfigError, RayworksError
-from rayworks.platform.config import PipelineConfig
+from rayworks.core.config import PipelineConfig
+from rayworks.core.errors import ConfigError, RayworksError
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import evaluation
 from rayworks.platform.serve_limits import ServeLimits

@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 from pydantic import Field
 
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import Example, get_task
-from rayworks.errors import RayworksError
+from rayworks.evals.lm_metrics import exact_match, loss_sum, perplexity
 from rayworks.models import load_causal_lm, load_tokenizer, resolve_model_dir
-from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
-from rayworks.platform.config import Config
 from rayworks.platform.registry import evaluation
 
 

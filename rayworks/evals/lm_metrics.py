@@ -1,6 +1,6 @@
 """Validation loss / perplexity and exact-match accuracy of greedy generations.
 
-Used inside the training loop and by `rayworks eval lm` on a saved checkpoint.
+Used inside the lm pipeline's training loop and by `rayworks eval lm` on a saved checkpoint.
 """
 
 from __future__ import annotations

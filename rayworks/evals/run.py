@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rayworks.platform.config import build_config
+from rayworks.core.config import build_config
 from rayworks.platform.registry import get_evaluation
 
 

@@ -20,9 +20,9 @@ from transformers import (
     PreTrainedModel,
 )
 
-from rayworks.errors import CheckpointNotFoundError
-from rayworks.platform import checkpoint as ckpt
-from rayworks.platform.config import Config
+from rayworks.core import checkpoint as ckpt
+from rayworks.core.config import Config
+from rayworks.core.errors import CheckpointNotFoundError
 
 
 class DecoderSpec(Config):

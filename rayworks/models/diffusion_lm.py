@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import LlamaForCausalLM, PreTrainedModel
 
-from rayworks.errors import CheckpointNotFoundError
+from rayworks.core.errors import CheckpointNotFoundError
 from rayworks.models.decoder import DecoderSpec, llama_config, resolve_model_dir
 from rayworks.models.kv_forward import KVCache, forward
 

@@ -21,8 +21,8 @@ from pydantic import Field, model_validator
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from rayworks.errors import CheckpointNotFoundError
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
+from rayworks.core.errors import CheckpointNotFoundError
 
 
 class ViTSpec(Config):

@@ -19,10 +19,10 @@ import torch
 from pydantic import Field
 from torch import nn
 
+from rayworks.core.build_cache import locked_build, settings_digest
+from rayworks.core.config import Config
 from rayworks.data.digits import Digits, DigitsConfig, DigitSplit, augment, load_digits_splits
 from rayworks.models.vit import ViT, ViTSpec, load_vit, save_vit
-from rayworks.platform.build_cache import locked_build, settings_digest
-from rayworks.platform.config import Config
 
 
 class ClassifierTrainConfig(Config):

@@ -30,8 +30,8 @@ from transformers import (
     PreTrainedModel,
 )
 
+from rayworks.core.config import Config
 from rayworks.models.decoder import DecoderSpec, llama_config
-from rayworks.platform.config import Config
 
 IMAGE_TOKEN = "<image>"
 

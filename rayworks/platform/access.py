@@ -1,4 +1,4 @@
-"""Who may reach a served endpoint, and where secrets come from (issue 26, "secure by default").
+"""Who may reach a served endpoint, and where secrets come from: secure by default.
 
 - `check_bind`: a server that listens beyond loopback without an API key is an open model
   endpoint; it is refused unless the caller says `insecure_no_auth=True`
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from rayworks.errors import ConfigError, RayworksError
+from rayworks.core.errors import ConfigError, RayworksError
 
 API_KEY_ENV = "RAYWORKS_API_KEY"
 

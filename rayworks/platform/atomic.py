@@ -1,4 +1,4 @@
-"""Run files that are either whole or absent (issue 26, "atomic run files").
+"""Run files that are either whole or absent.
 
 A kill (Ctrl-C, an OOM, a preempted node) can land in the middle of any write. A file or
 folder that readers trust by its presence — config.yaml (what `--resume` reloads),

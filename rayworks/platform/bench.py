@@ -33,9 +33,7 @@ and renders one HTML report.
 from __future__ import annotations
 
 import json
-import math
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -43,40 +41,18 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.progress import Progress
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import PipelineConfig, build_config, load_yaml_file
+from rayworks.core.errors import ConfigError
 from rayworks.platform import provenance
+from rayworks.platform.bench_render import write_outputs
+from rayworks.platform.bench_stats import as_number, curves, summarize
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
-from rayworks.platform.launch import run as launch_run
-from rayworks.platform.registry import PipelineSpec, all_pipelines, baseline_names, get_pipeline
+from rayworks.platform.registry import PipelineSpec, get_pipeline
 from rayworks.platform.tracking import Tracker, TrackingConfig, make_tracker
 
 Role = Literal["method", "baseline", "ablation"]
-Stat = dict[str, Any]  # {"values": [...], "mean": m, "ci95": [lo, hi]}
-
-# Two-sided 95% Student-t quantiles by degrees of freedom (normal beyond 30).
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-       10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}  # fmt: skip
-
-
-def t95(df: int) -> float:
-    if df >= 30:
-        return 1.96 if df > 30 else T95[30]
-    return T95[max(k for k in T95 if k <= df)]
-
-
-def mean_ci(values: list[float]) -> tuple[float, tuple[float, float]]:
-    """Mean and 95% t-interval (a single value has a zero-width interval)."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return float("nan"), (float("nan"), float("nan"))
-    mean = statistics.fmean(finite)
-    if len(finite) < 2:
-        return mean, (mean, mean)
-    half = t95(len(finite) - 1) * statistics.stdev(finite) / math.sqrt(len(finite))
-    return mean, (mean - half, mean + half)
 
 
 @dataclass
@@ -392,7 +368,7 @@ def summarize_outcomes(
         if o.summary is None:
             continue
         for k in keys:
-            found[o.arm][k].append(_number(o.summary.get(k)))
+            found[o.arm][k].append(as_number(o.summary.get(k)))
         paths[o.arm].append(o.metrics_path)
         seeds[o.arm].append(o.seed)
     failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
@@ -403,307 +379,3 @@ def summarize_outcomes(
     )  # fmt: skip
     data["extra_curves"] = {k: curves(k, paths) for k in spec.curves}
     return data
-
-
-def _number(value: Any) -> float:
-    """A summary or metrics value as a float; missing or non-numeric values are NaN.
-
-    RunContext writes non-finite floats as the strings 'nan'/'inf', which float() reads.
-    """
-    if isinstance(value, bool):
-        return float("nan")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def stat(values: list[float]) -> Stat:
-    """Values with their mean and 95% t-interval, as stored in bench.json."""
-    mean, ci = mean_ci(values)
-    return {"values": values, "mean": mean, "ci95": list(ci)}
-
-
-def summarize(
-    name: str, key: str, mode: str, arms: Sequence[tuple[str, str]],
-    values: Mapping[str, list[float]], command: str, failures: list[str], *,
-    report: Sequence[str] = (), secondary: Mapping[str, Mapping[str, list[float]]] | None = None,
-    curves: Mapping[str, Mapping[str, Stat]] | None = None,
-    seeds: Mapping[str, list[int]] | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """bench.json's content: per-arm headline and `report` statistics, ratio and curves.
-
-    `arms` is (name, role) in table order, the method first; `secondary[arm][k]` holds the
-    per-seed values of report key `k` (absent: none); `curves` (see `curves()`) is stored
-    in the same arm order. `seeds[arm]` names the seed of each of `values[arm]`; with it,
-    every other arm gets `paired`: its headline minus the method's, seed by seed, over the
-    seeds both completed (the interval of a difference the shared seeds make tighter).
-    """
-    rows = []
-    method = arms[0][0] if arms else None
-    for arm, role in arms:
-        extra = (secondary or {}).get(arm, {})
-        rows.append(
-            {"name": arm, "role": role, **stat(list(values[arm])),
-             "secondary": {k: stat(list(extra.get(k, []))) for k in report}}
-        )  # fmt: skip
-        if seeds is not None and arm != method:
-            mine = dict(zip(seeds[arm], values[arm], strict=True))
-            theirs = dict(zip(seeds[method], values[method], strict=True))
-            rows[-1]["paired"] = stat([mine[s] - theirs[s] for s in sorted(mine) if s in theirs])
-    base = next((r for r in rows if r["role"] == "baseline"), None)
-    ratio = rows[0]["mean"] / base["mean"] if base and base["mean"] not in (0, None) else None
-    return {"pipeline": name, "headline": [key, mode], "report": list(report),
-            "command": command, "arms": rows, "ratio": ratio, "failures": failures,
-            "curves": {a: dict(curves[a]) for a, _ in arms if curves and a in curves}}  # fmt: skip
-
-
-def read_metric(path: Path, key: str) -> dict[int, float]:
-    """`{step: value}` of `key` in one metrics.jsonl; the last value logged at a step wins.
-
-    A missing file, malformed lines and lines without `key` or a numeric step are skipped.
-    """
-    out: dict[int, float] = {}
-    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(rec, dict) or key not in rec:
-            continue
-        step = _number(rec.get("step"))
-        if math.isfinite(step):
-            out[int(step)] = _number(rec[key])
-    return out
-
-
-def curves(key: str, paths: Mapping[str, Sequence[Path]]) -> dict[str, dict[str, Stat]]:
-    """Per arm, per step (a string, as in JSON), the statistics of `key` over its runs.
-
-    `paths` maps an arm to its runs' metrics.jsonl files. Empty when no run logged `key`
-    at more than one step: a single point is no curve.
-    """
-    logs = {arm: [read_metric(p, key) for p in files] for arm, files in paths.items()}
-    if not any(len(log) > 1 for runs in logs.values() for log in runs):
-        return {}
-    out: dict[str, dict[str, Stat]] = {}
-    for arm, runs in logs.items():
-        steps = sorted({s for log in runs for s in log})
-        out[arm] = {str(s): stat([log[s] for log in runs if s in log]) for s in steps}
-    return out
-
-
-def _fmt(x: float) -> str:
-    return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
-
-
-def _ci(s: Stat) -> str:
-    lo, hi = s["ci95"]
-    return f"{_fmt(s['mean'])} [{_fmt(lo)}, {_fmt(hi)}]"
-
-
-def _ratios(row: dict[str, Any], base_means: dict[str, float]) -> str:
-    """The ratio cell: '-' for a baseline, else this row's mean over each baseline's."""
-    if row["role"] == "baseline":
-        return "-"
-    return ", ".join(
-        f"{_fmt(row['mean'] / m) if m else 'nan'} vs {b}" for b, m in base_means.items()
-    )
-
-
-def to_markdown(data: dict[str, Any]) -> str:
-    """The command line, the arms table, failed runs, then the curve table (if any)."""
-    key, mode = data["headline"]
-    report = data.get("report", [])
-    head = ["arm", "role", f"{key} ({mode}) mean", "95% CI", "seeds", "ratio to baseline"]
-    paired = any("paired" in r for r in data["arms"])
-    head += [f"{key} - {data['arms'][0]['name']}, paired [95% CI]"] if paired else []
-    head += [f"{k} mean [95% CI]" for k in report]
-    lines = [f"`{data['command']}`", "", _md_row(head), _md_row(["---"] * len(head))]
-    base_means = {r["name"]: r["mean"] for r in data["arms"] if r["role"] == "baseline"}
-    for row in data["arms"]:
-        lo, hi = row["ci95"]
-        cells = [row["name"], row["role"], _fmt(row["mean"]), f"[{_fmt(lo)}, {_fmt(hi)}]",
-                 str(len(row["values"])), _ratios(row, base_means)]  # fmt: skip
-        cells += [_ci(row["paired"]) if "paired" in row else "-"] if paired else []
-        cells += [_ci(row["secondary"][k]) for k in report]
-        lines.append(_md_row(cells))
-    lines += [f"\nfailed runs: {f}" for f in data["failures"]]
-    if data.get("curves"):
-        lines += ["", curve_markdown(key, data["curves"])]
-    plotted = [k for k, c in data.get("extra_curves", {}).items() if c]
-    if plotted:
-        files = ", ".join(f"`{curve_file(k)}`" for k in plotted)
-        lines += ["", f"Also plotted against the step (mean and 95% CI over seeds): {files}."]
-    return "\n".join(lines) + "\n"
-
-
-def curve_file(key: str) -> str:
-    """The figure of metric `key` against the step: curve_<key with / as _>.png."""
-    return "curve_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in key) + ".png"
-
-
-def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def curve_markdown(key: str, curves: Mapping[str, Mapping[str, Stat]]) -> str:
-    """Table "KEY vs step": one row per step of any arm, `mean [lo, hi] (n)` per arm.
-
-    n counts the seeds with a finite value at that step; '-' marks an arm without one.
-    """
-    arms = list(curves)
-    steps = sorted({int(s) for c in curves.values() for s in c})
-    lines = [f"**{key} vs step** (mean [95% CI] (n seeds))", "", _md_row(["step", *arms]),
-             _md_row(["---"] * (len(arms) + 1))]  # fmt: skip
-    for step in steps:
-        cells = [str(step)]
-        for arm in arms:
-            s = curves[arm].get(str(step))
-            n = sum(math.isfinite(v) for v in s["values"]) if s else 0
-            cells.append(f"{_ci(s)} ({n})" if s else "-")
-        lines.append(_md_row(cells))
-    return "\n".join(lines)
-
-
-def write_outputs(out_dir: Path, data: dict[str, Any]) -> str:
-    """Write bench.md, bench.json, bench.png and (with curves) curve.png; return the markdown."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    markdown = to_markdown(data)
-    (out_dir / "bench.md").write_text(markdown)
-    (out_dir / "bench.json").write_text(json.dumps(data, indent=2))
-    plot(out_dir / "bench.png", data)
-    if data.get("curves"):
-        plot_curves(out_dir / "curve.png", data)
-    for key, extra in data.get("extra_curves", {}).items():
-        if extra:
-            plot_curves(out_dir / curve_file(key), data, key, extra)
-    return markdown
-
-
-ROLE_COLORS = {"method": "tab:blue", "baseline": "tab:gray", "ablation": "tab:orange"}
-
-
-def _finite(value: Any, default: float | None = None) -> float | None:
-    """`value` as a float when it is a finite number, else `default` (NaN, None, "nan")."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if math.isfinite(number) else default
-
-
-def _ci_span(mean: float | None, ci: Sequence[Any]) -> tuple[float, float]:
-    """Error-bar lengths below and above `mean` (none for an undefined mean or CI end)."""
-    if mean is None:
-        return 0.0, 0.0
-    return mean - _finite(ci[0], mean), _finite(ci[1], mean) - mean
-
-
-def plot(path: Path, data: dict[str, Any]) -> None:
-    """Bar per arm: mean with its 95% CI, each seed's value as a dot."""
-    from matplotlib.figure import Figure
-
-    names = [r["name"] for r in data["arms"]]
-    tilted = len(names) > 4 or max(map(len, names)) > 16  # long arm names would overlap
-    fig = Figure(figsize=(1.6 + 1.4 * len(names), 4.6 if tilted else 3.2))
-    ax = fig.add_subplot()
-    # an arm whose headline is undefined (e.g. "iterations to 1%" never reached) gets no
-    # bar and an "n/a" mark instead of breaking the chart
-    means = [_finite(r["mean"]) for r in data["arms"]]
-    spans = [_ci_span(m, r["ci95"]) for m, r in zip(means, data["arms"], strict=True)]
-    errs = [list(side) for side in zip(*spans, strict=True)]
-    colors = [ROLE_COLORS[r["role"]] for r in data["arms"]]
-    ax.bar(names, [0.0 if m is None else m for m in means], yerr=errs, capsize=6, color=colors)
-    for i, row in enumerate(data["arms"]):
-        values = [v for v in map(_finite, row["values"]) if v is not None]
-        ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
-        if means[i] is None:
-            ax.annotate("n/a", (i, 0), ha="center", va="bottom", color="dimgray")
-    if tilted:
-        ax.tick_params(axis="x", labelrotation=25)
-        for label in ax.get_xticklabels():
-            label.set_horizontalalignment("right")
-    key, mode = data["headline"]
-    ax.set_ylabel(f"{key} ({'higher' if mode == 'max' else 'lower'} is better)")
-    ax.set_title(f"{data['pipeline']}: mean and 95% CI over seeds")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def plot_curves(
-    path: Path, data: dict[str, Any], key: str | None = None,
-    arm_curves: Mapping[str, Mapping[str, Stat]] | None = None,
-) -> None:  # fmt: skip
-    """A metric vs step (default: the headline): a line per arm (mean over seeds) in a
-    shaded 95% CI band."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 3.8))
-    ax = fig.add_subplot()
-    roles = {r["name"]: r["role"] for r in data["arms"]}
-    headline, mode = data["headline"]
-    for arm, curve in (data["curves"] if arm_curves is None else arm_curves).items():
-        if not curve:
-            continue
-        steps = sorted(curve, key=int)
-        x = [int(s) for s in steps]
-        mean = [curve[s]["mean"] for s in steps]
-        lo, hi = ([curve[s]["ci95"][i] for s in steps] for i in (0, 1))
-        style = "--" if roles.get(arm) == "ablation" else "-"
-        (line,) = ax.plot(x, mean, style, marker="o", markersize=3, label=arm)
-        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    key = key or headline
-    better = f" ({'higher' if mode == 'max' else 'lower'} is better)" if key == headline else ""
-    ax.set_xlabel("step")
-    ax.set_ylabel(f"{key}{better}")
-    ax.set_title(f"{data['pipeline']}: {key} vs step, mean and 95% CI over seeds")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def demo_line(spec: PipelineSpec, run_dir: Path) -> str:
-    """One line on a demo-preset run: its headline at every step it was logged."""
-    key = spec.headline[0]
-    curve = read_metric(run_dir / "metrics.jsonl", key)
-    points = ", ".join(f"{_fmt(v)} (step {s})" for s, v in sorted(curve.items()))
-    return f"{spec.name} --preset demo, {max(curve, default=0)} steps: {key} {points}"
-
-
-def demo(
-    runs_dir: str | Path | None = None, address: str | None = None, seeds: int = 1,
-    only: list[str] | None = None, console: Console | None = None, ablations: bool = False,
-) -> Path:  # fmt: skip
-    """Bench every method (pipelines that declare a baseline) on its smoke preset, run every
-    pipeline with a `demo` preset once with it; one report.
-
-    Ablation arms are left out unless `ablations` (they double some benches; `rayworks
-    bench NAME` runs them), which keeps `make demo` within its budget as methods are added.
-    """
-    from rayworks.platform.report import render_report
-
-    baselines = baseline_names()
-    methods = [s.name for s in all_pipelines() if s.baselines and s.name not in baselines]
-    for name in only or []:
-        get_pipeline(name)
-    chosen = [m for m in methods if not only or m in only]
-    root = Path(runs_dir or default_runs_dir()) / "demo" / new_run_id()
-    paths: list[Path] = []
-    for name in chosen:
-        flag = "" if ablations else " --no-ablations"
-        result = bench(name, seeds=seeds, preset="smoke", runs_dir=root, address=address,
-                       command=f"rayworks bench {name} --seeds {seeds} --preset smoke{flag}",
-                       console=console, ablations=ablations)  # fmt: skip
-        (console or Console()).print(result.markdown, markup=False)
-        paths += [result.out_dir, result.out_dir / "runs"]
-    for spec in all_pipelines():
-        if "demo" in spec.config.presets and (not only or spec.name in only):
-            done = launch_run(spec.name, preset="demo", runs_dir=root / "learning",
-                              address=address, progress=False)  # fmt: skip
-            (console or Console()).print(demo_line(spec, done.run_dir), markup=False)
-            paths.append(done.run_dir)
-    return render_report(
-        paths, out=root / "report.html", title="rayworks demo: methods vs baselines"
-    )

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from pydantic import Field
 
-from rayworks.platform.config import Config, load_yaml_file, validate
+from rayworks.core.config import Config, load_yaml_file, validate
 
 PROFILE_ENV = "RAYWORKS_PROFILE"
 REPO_PROFILE = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
-# Environment every worker of a rayworks job gets: one torch thread per worker (two
-# threads on two busy cores stall, see NOTES) and no tokenizer thread pools.
+# Environment every worker of a rayworks job gets: one torch thread per worker (two torch
+# threads on two busy cores stall now and then, measured on our 2-core machines: an 80 ms
+# step took seconds) and no tokenizer thread pools.
 WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",

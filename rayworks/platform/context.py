@@ -32,11 +32,11 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from rayworks.errors import CheckpointNotFoundError
-from rayworks.platform import checkpoint as ckpt
+from rayworks.core import checkpoint as ckpt
+from rayworks.core.config import PipelineConfig, to_yaml
+from rayworks.core.errors import CheckpointNotFoundError
 from rayworks.platform import provenance
 from rayworks.platform.atomic import write_text_atomic
-from rayworks.platform.config import PipelineConfig, to_yaml
 from rayworks.platform.provenance import Provenance
 
 Reporter = Literal["none", "tune", "train"]

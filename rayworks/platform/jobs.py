@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 
 AGENT_WAIT_S = 15.0  # how long a submit waits for the head to find a job agent
 

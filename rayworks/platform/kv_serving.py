@@ -1,12 +1,14 @@
-"""Serving long prompts from a compressed KV cache (SpecKV when a draft model is configured).
+"""Serving long prompts from a compressed KV cache.
 
-A request may name a `kv_policy` (`full`, `speckv`, `snapkv`, `streaming`, `h2o`,
-`random`; the server's `--kv-policy` is the default) and a `kv_budget` (KV entries kept per
-layer and KV head for the prompt; default `--kv-budget`). Each prompt row is prefilled on
-its own by `compressed_prefill` of the SpecKV pipeline (for `speckv` the draft first
-writes a lookahead answer of up to `lookahead` tokens, which the target re-encodes to score
-its keys, then crops), and decoding continues from that cache with the explicit forward of
-`rayworks.models.kv_forward`. The response's `usage.kv_cache` reports the bytes the kept
+The policies are an extension point: a pipeline registers a `KVPolicies` family with
+`registry.extension("kv_policies", NAME)` (the speckv pipeline registers `speckv`,
+`snapkv`, `streaming`, `h2o`, `random` and a budgeted `full`), and this module serves
+whatever is registered without naming any pipeline. A request may name a `kv_policy` (the
+server's `--kv-policy` is the default) and a `kv_budget` (KV entries kept per layer and KV
+head for the prompt; default `--kv-budget`). Each prompt row is prefilled on its own by
+its family's `prefill` (a draft-based policy such as SpecKV first lets the draft write a
+lookahead answer of up to `lookahead` tokens), and decoding continues from that cache
+with the explicit forward of `rayworks.models.kv_forward`. The response's `usage.kv_cache` reports the bytes the kept
 cache took against a full cache after prefill (summed over rows), so a client sees the
 memory each request saved.
 
@@ -16,22 +18,53 @@ runs rows one by one (a per-row cache has per-head selections of its own).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from pydantic import Field
 
-from rayworks.errors import RayworksError
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.platform.openai_api import APIError
+from rayworks.platform.registry import get_extensions
+
+
+@dataclass(frozen=True)
+class KVPolicies:
+    """A family of prompt-KV policies a pipeline adds to the model endpoint.
+
+    `prefill(target, prompt_ids, policy, budget, draft, max_new_tokens=...)` returns the
+    row's kept cache, the logits of its first generated token and its stats (`kv_bytes`,
+    `kv_bytes_full`, optionally `draft_seconds`); `needs_draft` lists the policies that
+    need the server's draft model."""
+
+    names: tuple[str, ...]
+    prefill: Callable[..., tuple[Any, torch.Tensor, dict[str, float]]]
+    needs_draft: tuple[str, ...] = ()
+
+
+def _families() -> list[KVPolicies]:
+    return [fam for _, fam in sorted(get_extensions("kv_policies").items())]
 
 
 def policies() -> tuple[str, ...]:
-    from rayworks.pipelines.speckv.kv_policies import POLICIES
+    """`full` and every registered policy, in registration order without repeats."""
+    return tuple(dict.fromkeys(["full", *(n for fam in _families() for n in fam.names)]))
 
-    return POLICIES
+
+def needs_draft(policy: str) -> bool:
+    return any(policy in fam.needs_draft for fam in _families())
+
+
+def family(policy: str) -> KVPolicies:
+    """The registered family that serves `policy` (first registered wins)."""
+    for fam in _families():
+        if policy in fam.names:
+            return fam
+    raise RayworksError(f"no registered KV policy family serves {policy!r}")
 
 
 class KVServing(Config):
@@ -39,7 +72,7 @@ class KVServing(Config):
 
     policy: str = Field("full", description="default KV policy of requests")
     budget: int | None = Field(None, ge=1, description="default KV entries kept per head")
-    draft: str | None = Field(None, description="draft model folder (needed by speckv)")
+    draft: str | None = Field(None, description="draft model folder (draft-based policies)")
     lookahead: int = Field(32, ge=1, description="most draft tokens SpecKV writes per prompt")
 
     def check(self) -> None:
@@ -48,8 +81,8 @@ class KVServing(Config):
             raise RayworksError(
                 f"--kv-policy {self.policy!r} is unknown; allowed: {list(policies())}"
             )
-        if self.policy == "speckv" and self.draft is None:
-            raise RayworksError("--kv-policy speckv needs a draft model (--draft DIR)")
+        if needs_draft(self.policy) and self.draft is None:
+            raise RayworksError(f"--kv-policy {self.policy} needs a draft model (--draft DIR)")
         if self.policy != "full" and self.budget is None:
             raise RayworksError(f"--kv-policy {self.policy} needs --kv-budget (entries per head)")
 
@@ -62,7 +95,7 @@ def load_draft(draft: str | Path, target: torch.nn.Module) -> torch.nn.Module:
     if model.config.vocab_size != target.config.vocab_size:
         raise RayworksError(
             f"draft {str(draft)!r} has vocab_size {model.config.vocab_size} but the target has "
-            f"{target.config.vocab_size}; SpecKV needs a draft with the target's tokenizer"
+            f"{target.config.vocab_size}; a draft must share the target's tokenizer"
         )
     return model
 
@@ -87,9 +120,9 @@ def resolve(
         )
     if policy == "full" and budget is None:
         return policy, None
-    if policy == "speckv" and draft is None:
+    if needs_draft(policy) and draft is None:
         raise APIError(
-            400, "kv_policy 'speckv' needs a draft model; this server has none (--draft)",
+            400, f"kv_policy {policy!r} needs a draft model; this server has none (--draft)",
             param="kv_policy",
         )  # fmt: skip
     if budget is None:
@@ -116,12 +149,12 @@ def compressed_steps(
     """Prefill every row through `policy` (stats appended per row), then yield one sampled
     token per row per step, forever, each row decoding from its own compressed cache."""
     from rayworks.models.kv_forward import forward
-    from rayworks.pipelines.speckv.kv_policies import compressed_prefill
 
+    prefill = family(policy).prefill
     caches, logits = [], []
     with torch.no_grad():
         for ids in rows:
-            cache, first, row_stats = compressed_prefill(
+            cache, first, row_stats = prefill(
                 target, torch.tensor([ids]), policy, budget, draft, max_new_tokens=lookahead
             )
             caches.append(cache)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import PipelineConfig, build_config, load_yaml_file, validate
+from rayworks.core.errors import ConfigError
 from rayworks.platform import provenance
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import PipelineConfig, build_config, load_yaml_file, validate
 from rayworks.platform.context import RunContext, default_runs_dir
 from rayworks.platform.progress import follow_run
 from rayworks.platform.registry import PipelineSpec, get_pipeline

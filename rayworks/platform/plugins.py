@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 
 
 def import_callable(spec: str, key: str) -> Callable[..., Any]:

@@ -1,4 +1,4 @@
-"""provenance.json: what produced a run (issue 26, "run provenance").
+"""provenance.json: what produced a run.
 
 Every run directory (`rayworks run`, each trial of `rayworks sweep`, each arm and seed of
 `rayworks bench`) and every sweep and bench directory records, beside config.yaml:

@@ -5,11 +5,22 @@ registered by name with its kind (`task`: launched as one Ray task with `resourc
 `job`: a driver that creates its own actors/trainers), its baseline(s) and its headline
 metric (`(key, "max" | "min")`), which `rayworks bench` compares against the baseline.
 `ablations` (label -> extra `--set` overrides) add one bench arm each, and `report` names
-secondary summary keys that bench tabulates beside the headline.
+secondary summary keys that bench tabulates beside the headline. `arms` declares the
+baselines that are the method's own code with other config defaults (`Arm`): each is
+registered as a pipeline of its own name (so `run`, `bench` and `list` see it as before)
+whose config is the method's with those defaults, instead of a stub function and a config
+subclass written by hand.
+
+Extensions are what a pipeline adds to the platform beyond a runnable method (a `serve`
+target with its flags, a family of KV-cache policies for the model endpoint): the pipeline
+registers them with `extension(point, name)` as it registers itself, and the platform finds
+them by point (`get_extensions`) without importing or naming any pipeline.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import pkgutil
 import re
@@ -18,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rayworks.errors import ConfigError, UnknownNameError
-from rayworks.platform.config import Config, PipelineConfig, parse_override
+from pydantic import ValidationError, create_model
+
+from rayworks.core.config import Config, PipelineConfig, parse_override
+from rayworks.core.errors import ConfigError, UnknownNameError
 
 Kind = Literal["task", "job"]
 Mode = Literal["max", "min"]
@@ -42,6 +55,16 @@ class PipelineSpec:
 
 
 @dataclass(frozen=True)
+class Arm:
+    """A baseline that runs the method's function with other config defaults: `defaults`
+    maps top-level config fields to their values in this arm; `description` is the one
+    line `rayworks list` shows."""
+
+    description: str
+    defaults: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class EvaluationSpec:
     name: str
     fn: Callable[..., dict[str, float]]
@@ -51,6 +74,7 @@ class EvaluationSpec:
 
 PIPELINES: dict[str, PipelineSpec] = {}
 EVALUATIONS: dict[str, EvaluationSpec] = {}
+EXTENSIONS: dict[str, dict[str, Any]] = {}
 
 
 def _first_line(doc: str | None) -> str:
@@ -87,6 +111,26 @@ def _check_ablations(
     return checked
 
 
+def arm_config(base: type[PipelineConfig], name: str, arm: Arm) -> type[PipelineConfig]:
+    """`base` with the defaults of `arm` (a subclass named after the arm, same presets);
+    a default that is not a field of `base` or does not validate is an error here, at
+    registration."""
+    fields: dict[str, Any] = {}
+    for key, value in arm.defaults.items():
+        if key not in base.model_fields:
+            raise ValueError(f"pipeline arm {name!r}: {base.__name__} has no field {key!r}")
+        info = copy.copy(base.model_fields[key])
+        info.default, info.default_factory = value, None
+        fields[key] = (info.annotation, info)
+    cls = create_model(f"{base.__name__}_{name}", __base__=base, __doc__=arm.description,
+                       __module__=base.__module__, **fields)  # fmt: skip
+    try:
+        cls.model_validate(arm.defaults)  # defaults are not validated unless given as input
+    except ValidationError as exc:
+        raise ValueError(f"pipeline arm {name!r}: its defaults do not validate: {exc}") from None
+    return cls
+
+
 def pipeline(
     name: str,
     *,
@@ -96,14 +140,17 @@ def pipeline(
     headline: tuple[str, Mode] = ("val_loss", "min"),
     resources: dict[str, float] | None = None,
     ablations: dict[str, str | tuple[str, ...]] | None = None,
+    arms: dict[str, Arm] | None = None,
     report: str | tuple[str, ...] = (),
     curves: str | tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register `fn` as pipeline `name`. The docstring's first line is its description.
 
     `ablations` maps a label to the extra `--set` overrides of that ablation (bench arm
-    `name[label]`); `report` lists secondary summary keys bench shows beside the headline;
-    `curves` lists metrics bench also plots against the step (one figure per key).
+    `name[label]`); `arms` maps a baseline's name to its `Arm` (registered as a pipeline
+    of that name running `fn`, and a baseline of `name` after those of `baseline`);
+    `report` lists secondary summary keys bench shows beside the headline; `curves` lists
+    metrics bench also plots against the step (one figure per key).
     """
     if headline[1] not in ("max", "min"):
         raise ValueError(f"headline mode must be 'max' or 'min', got {headline[1]!r}")
@@ -115,7 +162,16 @@ def pipeline(
     def decorate(fn: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         if name in PIPELINES and PIPELINES[name].fn is not fn:
             raise ValueError(f"pipeline {name!r} is registered twice")
-        baselines = _as_tuple(baseline)
+        baselines = (*_as_tuple(baseline), *(arms or {}))
+        for arm_name, arm in (arms or {}).items():
+            if arm_name in PIPELINES and PIPELINES[arm_name].fn is not fn:
+                raise ValueError(f"pipeline {arm_name!r} is registered twice")
+            PIPELINES[arm_name] = PipelineSpec(
+                name=arm_name, fn=fn, config=arm_config(config, arm_name, arm), kind=kind,
+                baselines=(), headline=headline, description=arm.description,
+                resources=dict(resources or {"CPU": 1}), report=report_keys,
+                curves=_as_tuple(curves),
+            )  # fmt: skip
         PIPELINES[name] = PipelineSpec(
             name=name,
             fn=fn,
@@ -146,6 +202,51 @@ def evaluation(
     return decorate
 
 
+def extension(point: str, name: str) -> Callable[[Any], Any]:
+    """Register `obj` as extension `name` of `point` (returns `obj`). Write the call with
+    literal strings, `extension("point", "name")`: `get_extensions` finds the module that
+    registers a point by reading the sources as text, so only that module is imported."""
+
+    def decorate(obj: Any) -> Any:
+        EXTENSIONS.setdefault(point, {})[name] = obj
+        return obj
+
+    return decorate
+
+
+_EXTENSION = re.compile(
+    r"""\bextension\(\s*["']([A-Za-z0-9_-]+)["']\s*,\s*["']([A-Za-z0-9_-]+)["']"""
+)
+
+
+@functools.cache
+def _extension_index() -> dict[str, dict[str, str]]:
+    """point -> {name: the module whose source registers it}, read as text (no imports)
+    once per process: a server asks on every request."""
+    index: dict[str, dict[str, str]] = {}
+    for root in ("rayworks.pipelines", "rayworks.evals"):
+        pkg = importlib.import_module(root)
+        for folder in map(Path, pkg.__path__):
+            for path in sorted(folder.rglob("*.py")):
+                module = ".".join((root, *path.relative_to(folder).with_suffix("").parts))
+                for point, name in _EXTENSION.findall(path.read_text(encoding="utf-8")):
+                    index.setdefault(point, {}).setdefault(name, module)
+    return index
+
+
+def extension_names(point: str) -> list[str]:
+    """The names registered for `point`, without importing their modules (CLI choices)."""
+    return sorted(_extension_index().get(point, {}))
+
+
+def get_extensions(point: str) -> dict[str, Any]:
+    """Every extension of `point` (name -> object), importing only the modules that
+    register one."""
+    for module in sorted(set(_extension_index().get(point, {}).values())):
+        importlib.import_module(module)
+    return dict(EXTENSIONS.get(point, {}))
+
+
 def _import_all(package: str) -> None:
     """Import every subpackage of `package` so their decorators run."""
     pkg = importlib.import_module(package)
@@ -159,6 +260,7 @@ def load_all() -> None:
 
 
 _REGISTERED = re.compile(r"""\b(pipeline|evaluation)\(\s*["']([A-Za-z0-9_-]+)["']""")
+_ARM = re.compile(r"""["']([A-Za-z0-9_-]+)["']\s*:\s*Arm\(""")
 
 
 def _source_index() -> dict[tuple[str, str], str]:
@@ -170,8 +272,11 @@ def _source_index() -> dict[tuple[str, str], str]:
             for path in sorted(folder.rglob("*.py")):
                 parts = path.relative_to(folder).with_suffix("").parts
                 owner = f"{root}.{parts[0]}"
-                for kind, name in _REGISTERED.findall(path.read_text(encoding="utf-8")):
+                text = path.read_text(encoding="utf-8")
+                for kind, name in _REGISTERED.findall(text):
                     index.setdefault((kind, name), owner)
+                for name in _ARM.findall(text):
+                    index.setdefault(("pipeline", name), owner)
     return index
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.platform import registry
 
 SKIP_KEYS = {"step", "time"}

@@ -45,11 +45,12 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from rayworks.errors import RayworksError, UnknownNameError
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError, UnknownNameError
 from rayworks.models import load_causal_lm, load_tokenizer
+from rayworks.models.generate import KVDecoder
 from rayworks.models.vlm import encode_multimodal, load_processor
 from rayworks.platform.completion_engine import sample_next
-from rayworks.platform.config import Config
 
 
 class StaleWeightsError(RayworksError):
@@ -103,7 +104,7 @@ class RolloutEngine(Protocol):
 
 Images = list[np.ndarray] | None
 ENGINES: dict[str, type] = {}
-ENGINE_MODULES = ("rayworks.pipelines.rl.vllm_engine",)  # imported for their decorators
+ENGINE_MODULES = ("rayworks.platform.vllm_engine",)  # imported for their decorators
 
 
 def register_engine(name: str) -> Callable[[type], type]:
@@ -179,7 +180,7 @@ class HFEngine:
         self, model_dir: str | Path, device: str = "cpu", threads: int = 1,
         chat_template: bool = True,
     ) -> None:  # fmt: skip
-        torch.set_num_threads(threads)  # two torch threads on busy cores stall (NOTES)
+        torch.set_num_threads(threads)  # 2 torch threads on 2 busy cores stall (80 ms -> seconds)
         self.device = torch.device(device)
         self.model = load_causal_lm(model_dir).to(self.device).eval()
         self.processor = load_processor(model_dir)  # None for a text-only policy
@@ -262,10 +263,7 @@ class HFEngine:
         Each row's length counts its tokens up to and including its first EOS. A VLM's
         pixel values go into the first (prefill) forward only.
         """
-        dev, width = self.device, max(map(len, rows))
-        ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows], device=dev)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=dev)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # each row's positions start at 0
+        dev = self.device
         gen = torch.Generator(device=dev)
         if sampling.seed is None:
             gen.seed()
@@ -273,13 +271,14 @@ class HFEngine:
             gen.manual_seed(sampling.seed)
         alive = torch.ones(len(rows), dtype=torch.bool, device=dev)
         lengths = torch.zeros(len(rows), dtype=torch.long, device=dev)
-        tokens, logprobs, cache = [], [], None
+        tokens, logprobs = [], []
         scale = sampling.temperature or 1.0  # the scored policy: logits / temperature
-        for _ in range(sampling.max_new_tokens):
-            extra = {"pixel_values": pixels} if pixels is not None and cache is None else {}
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
-                             use_cache=True, logits_to_keep=1, **extra)  # fmt: skip
-            logits, cache = out.logits[:, -1].float(), out.cache  # (B, V)
+        extra = {"pixel_values": pixels} if pixels is not None else {}
+        decoder = KVDecoder(self.model, rows, self.pad, dev, extra)
+        for i in range(sampling.max_new_tokens):
+            if i:
+                decoder.step(tokens[-1])
+            logits = decoder.logits.float()  # (B, V)
             allowed = logits
             if self.banned is not None:
                 allowed = logits.index_fill(-1, torch.tensor([self.banned], device=dev), -math.inf)
@@ -291,8 +290,6 @@ class HFEngine:
             alive &= ~torch.isin(nxt, self.eos)
             if not alive.any():
                 break
-            ids, pos = nxt[:, None], pos[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         return torch.stack(tokens, 1).cpu(), torch.stack(logprobs, 1).cpu(), lengths.cpu()
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import requests
 from fastapi import FastAPI
 
-from rayworks.errors import CheckpointNotFoundError, RayworksError
+from rayworks.core.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import resolve_model_dir
 from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
@@ -169,7 +169,7 @@ def serve_model(
     CheckpointNotFoundError. Every replica loads the model from the same absolute path, so on
     a multi-node cluster the path must be visible to every node. `blocking=False` returns
     once `/health` answers; `blocking=True` prints the URL and serves until Ctrl-C.
-    `kv` sets the default KV-cache policy of requests (and the SpecKV draft model).
+    `kv` sets the default KV-cache policy of requests (and the draft model, `kv_serving`).
     A non-loopback `host` needs `api_key` unless `insecure_no_auth` (`access.check_bind`);
     `docs` serves FastAPI's /docs and /openapi.json (off by default); `limits` bounds each
     request (`serve_limits.ServeLimits`: prompt, n, max_tokens, stop strings, body, time).

@@ -1,4 +1,4 @@
-"""What one request to the model endpoint may ask for (issue 26, "limits and timeouts").
+"""What one request to the model endpoint may ask for: its limits and timeouts.
 
 Every bound is a `rayworks serve` flag with a safe default, and a request over one is
 answered with the status that fits — 400 (prompt, n, max_tokens, stop strings, logprobs,
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
 from rayworks.platform.openai_schema import APIError
 
 Scope = MutableMapping[str, Any]

@@ -1,4 +1,4 @@
-"""Prometheus series of the model endpoint (`rayworks serve model`, issue 26).
+"""Prometheus series of the model endpoint (`rayworks serve model`).
 
 Every observation goes to two places:
 

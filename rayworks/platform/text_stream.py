@@ -7,7 +7,7 @@ of `ids[prefix:read]`), instead of re-decoding every id generated so far.
 each new character costs amortised O(1) per stop string, and the automaton's state is the
 longest prefix of a stop string the text currently ends with — exactly the text that must
 be held back. Scanning every prefix of every stop string against the whole text on every
-token (what this replaced) let one 100 KB stop string pin a replica for hours (issue 26).
+token (what this replaced) let one 100 KB stop string pin a replica for hours.
 `TextRow` is one generated choice: both, plus the finish reason and held-back logprobs.
 """
 

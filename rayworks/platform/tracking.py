@@ -35,9 +35,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, model_validator
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import Config, flatten
+from rayworks.core.errors import ConfigError
 from rayworks.platform import provenance
-from rayworks.platform.config import Config, flatten
 
 URI_ENV = "RAYWORKS_TRACKING_URI"
 RUN_FILES = ("config.yaml", "summary.json", "provenance.json", "metrics.jsonl")

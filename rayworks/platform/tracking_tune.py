@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from rayworks.core.config import deep_merge, nest
 from rayworks.platform import provenance
-from rayworks.platform.config import deep_merge, nest
 from rayworks.platform.tracking import (
     MLflowTracker,
     metric_rows,

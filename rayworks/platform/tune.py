@@ -22,10 +22,10 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import PipelineConfig, build_config, deep_merge, nest, validate
+from rayworks.core.errors import ConfigError
 from rayworks.platform import provenance
 from rayworks.platform.cluster import connect
-from rayworks.platform.config import PipelineConfig, build_config, deep_merge, nest, validate
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import resources_of, run_and_record
 from rayworks.platform.registry import get_pipeline

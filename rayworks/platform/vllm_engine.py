@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.models import load_tokenizer
 from rayworks.models.vlm import IMAGE_TOKEN
-from rayworks.pipelines.rl.rollout import (
+from rayworks.platform.rollout import (
     Images,
     Rollout,
     SamplingConfig,

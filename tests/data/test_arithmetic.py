@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from rayworks.core.errors import UnknownNameError
 from rayworks.data.tasks import TASKS, ArithmeticTask, Example, get_task
 from rayworks.data.tasks.arithmetic import addition_trace, subtraction_trace
-from rayworks.errors import UnknownNameError
 
 PROMPT_RE = re.compile(r"^Q: (\d+)([+-])(\d+)=\n$")
 COMPLETION_RE = re.compile(r"^<think>(.*)</think>A: (-?\d+)$")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.data.digits import DigitsConfig, augment, load_digits_splits
-from rayworks.errors import ConfigError
-from rayworks.platform.config import build_config
 
 
 def test_splits_are_fixed_stratified_and_cover_every_image() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rayworks.core.errors import RayworksError
 from rayworks.data.text import load_texts
-from rayworks.errors import RayworksError
 
 
 @pytest.fixture(autouse=True)

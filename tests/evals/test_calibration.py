@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import relplot
 
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import get_task
-from rayworks.errors import RayworksError
 from rayworks.evals.calibration import CalibrationConfig, b_confidence, question_record, summarize
 from rayworks.evals.calibration_math import (
     binned_ece,
@@ -186,7 +186,7 @@ def test_eval_calibration_cli_smoke(tiny_lm, tmp_path: Path) -> None:
 
 
 def test_eval_config_errors_name_the_key(tiny_lm) -> None:
-    from rayworks.errors import ConfigError
+    from rayworks.core.errors import ConfigError
     from rayworks.evals.run import run_evaluation
 
     with pytest.raises(ConfigError, match="samples"):

@@ -23,7 +23,7 @@ import requests
 import torch
 
 from rayworks.cli import main
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 from rayworks.evals import harness
 from rayworks.evals.harness import HarnessConfig, run_harness
 from rayworks.models import load_causal_lm, load_tokenizer

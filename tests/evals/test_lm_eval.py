@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.evals.run import run_evaluation
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
 

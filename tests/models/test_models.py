@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.errors import CheckpointNotFoundError
+from rayworks.core.checkpoint import step_dir
+from rayworks.core.errors import CheckpointNotFoundError
 from rayworks.models import (
     DecoderSpec,
     TokenizerSpec,
@@ -18,7 +19,6 @@ from rayworks.models import (
     train_tokenizer,
 )
 from rayworks.models.decoder import n_params
-from rayworks.platform.checkpoint import step_dir
 
 CORPUS = [
     "Q: 347+58=\n<think>7+8=15 c1|4+5+1=10 c1|3+0+1=4 c0</think>A: 405",

@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
+from rayworks.core.config import build_config
+from rayworks.core.errors import CheckpointNotFoundError, ConfigError
 from rayworks.data.digits import DigitsConfig
-from rayworks.errors import CheckpointNotFoundError, ConfigError
 from rayworks.models.vit import ViT, ViTSpec, load_vit, n_params, save_vit, vit_macs
 from rayworks.models.vit_train import ClassifierTrainConfig, load_pretrained, pretrained_vit
-from rayworks.platform.config import build_config
 
 
 def test_patches_are_row_major_and_logits_come_from_the_class_token() -> None:

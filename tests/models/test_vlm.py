@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import get_task
-from rayworks.errors import RayworksError
 from rayworks.models import TokenizerSpec, load_causal_lm, train_tokenizer
 from rayworks.models.vlm import (
     IMAGE_TOKEN,
@@ -17,7 +17,7 @@ from rayworks.models.vlm import (
     is_multimodal,
     load_processor,
 )
-from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
+from rayworks.platform.rollout import HFEngine, SamplingConfig
 
 SPEC = VLMSpec(vision_d=16, text={"d_model": 32, "n_layer": 1, "n_head": 2, "max_seq_len": 96})
 

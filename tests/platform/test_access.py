@@ -1,4 +1,4 @@
-"""Secure defaults of the endpoints (issue 26): open binds refused, keys from files or the
+"""Secure defaults of the endpoints: open binds refused, keys from files or the
 environment, FastAPI's docs off unless asked."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rayworks.cli import main
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 from rayworks.platform.access import (
     API_KEY_ENV,
     OpenBindError,

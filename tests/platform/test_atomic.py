@@ -1,4 +1,4 @@
-"""Run files whole or absent (issue 26): atomic writes, a kill during the model save, a
+"""Run files whole or absent: atomic writes, a kill during the model save, a
 torn last metrics line, and the progress follower after a resume truncated the log."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
+from rayworks.core.config import build_config
 from rayworks.models import resolve_model_dir
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.platform.atomic import atomic_dir, save_model_dir, write_text_atomic
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 from rayworks.platform.progress import _Follower
 

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rayworks.errors import ConfigError
-from rayworks.platform import bench, registry
-from rayworks.platform.config import PipelineConfig
+from rayworks.core.config import PipelineConfig
+from rayworks.core.errors import ConfigError
+from rayworks.platform import bench, bench_render, bench_stats, registry
 from rayworks.platform.report import render_report
 
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -50,26 +50,26 @@ def write_metrics(path: Path, lines: list[Any]) -> Path:
 
 
 def test_mean_ci_matches_the_t_interval():
-    mean, (_lo, hi) = bench.mean_ci([1.0, 2.0, 3.0])
+    mean, (_lo, hi) = bench_stats.mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0
     assert hi - mean == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-4)
-    assert bench.mean_ci([5.0]) == (5.0, (5.0, 5.0))
-    assert math.isnan(bench.mean_ci([float("nan")])[0])
+    assert bench_stats.mean_ci([5.0]) == (5.0, (5.0, 5.0))
+    assert math.isnan(bench_stats.mean_ci([float("nan")])[0])
 
 
 def test_markdown_starts_with_the_command_and_shows_the_ratio():
-    data = bench.summarize(
+    data = bench_stats.summarize(
         "m", "acc", "max", [("m", "method"), ("b", "baseline")], {"m": [0.8, 0.9], "b": [0.4, 0.5]},
         "rayworks bench m --seeds 2", [],
     )  # fmt: skip
-    md = bench.to_markdown(data)
+    md = bench_render.to_markdown(data)
     assert md.splitlines()[0] == "`rayworks bench m --seeds 2`"
     assert data["ratio"] == pytest.approx(0.85 / 0.45)
     assert "1.889 vs b" in md
 
 
 def test_paired_differences_match_seeds_not_completion_order():
-    data = bench.summarize(
+    data = bench_stats.summarize(
         "m", "acc", "max", [("m", "method"), ("b", "baseline")],
         {"m": [0.8, 0.9, 0.7], "b": [0.55, 0.4, 0.5]}, "cmd", [],
         seeds={"m": [0, 1, 2], "b": [1, 2, 0]},  # b's runs finished in another order
@@ -78,7 +78,7 @@ def test_paired_differences_match_seeds_not_completion_order():
     assert paired["values"] == pytest.approx([0.5 - 0.8, 0.55 - 0.9, 0.4 - 0.7])
     assert paired["ci95"][1] < 0  # b is lower in every seed by about the same amount
     assert "paired" not in data["arms"][0]
-    assert "acc - m, paired [95% CI]" in bench.to_markdown(data)
+    assert "acc - m, paired [95% CI]" in bench_render.to_markdown(data)
 
 
 def test_pipeline_without_baseline_is_refused():
@@ -192,7 +192,7 @@ def test_secondary_columns_show_mean_and_ci(toy_registry, tmp_path):
     method, base = data["arms"]
     assert data["report"] == ["entropy", "sigma"]
     assert method["secondary"]["entropy"]["mean"] == pytest.approx(2.0)
-    half = 4.303 * 1.0 / math.sqrt(3)
+    half = 4.302652729911275 * 1.0 / math.sqrt(3)  # t(0.975, 2), exact (was the table's 4.303)
     assert method["secondary"]["entropy"]["ci95"] == pytest.approx([2.0 - half, 2.0 + half])
     sigma = method["secondary"]["sigma"]
     assert sigma["mean"] == 0.5 and sigma["ci95"] == [0.5, 0.5] and len(sigma["values"]) == 3
@@ -201,7 +201,7 @@ def test_secondary_columns_show_mean_and_ci(toy_registry, tmp_path):
         "toybase seed 2: RuntimeError: boom"
     ]
     assert data["ratio"] == pytest.approx(0.8 / 0.45)
-    md = bench.to_markdown(data)
+    md = bench_render.to_markdown(data)
     header, _, row_m, row_b = md.splitlines()[2:6]
     assert header.endswith("| entropy mean [95% CI] | sigma mean [95% CI] |")
     lo, hi = method["secondary"]["entropy"]["ci95"]
@@ -213,10 +213,10 @@ def test_secondary_columns_show_mean_and_ci(toy_registry, tmp_path):
 
 def test_ablation_rows_show_their_ratio_to_each_baseline():
     arms = [("m", "method"), ("b", "baseline"), ("m[x]", "ablation")]
-    data = bench.summarize(
+    data = bench_stats.summarize(
         "m", "acc", "max", arms, {"m": [0.8], "b": [0.4], "m[x]": [0.6]}, "c", []
     )
-    rows = bench.to_markdown(data).splitlines()[4:7]
+    rows = bench_render.to_markdown(data).splitlines()[4:7]
     assert "| 2 vs b |" in rows[0] and "| - |" in rows[1] and "| 1.5 vs b |" in rows[2]
     assert data["ratio"] == pytest.approx(2.0)
 
@@ -231,19 +231,19 @@ def test_curves_from_metrics_files(tmp_path):
         {"step": 0, "acc": 0.3}, {"step": 10, "acc": 0.6}, {"step": 30, "acc": "nan"},
     ])  # fmt: skip
     b0 = write_metrics(tmp_path / "b0.jsonl", [{"step": 5, "acc": 0.05}, {"step": 20, "acc": 0.2}])
-    assert bench.read_metric(m0, "acc") == {0: 0.1, 10: 0.4, 20: 0.6}
-    assert bench.read_metric(tmp_path / "missing.jsonl", "acc") == {}
-    curves = bench.curves("acc", {"m": [m0, m1], "b": [b0], "x": []})
+    assert bench_stats.read_metric(m0, "acc") == {0: 0.1, 10: 0.4, 20: 0.6}
+    assert bench_stats.read_metric(tmp_path / "missing.jsonl", "acc") == {}
+    curves = bench_stats.curves("acc", {"m": [m0, m1], "b": [b0], "x": []})
     assert list(curves["m"]) == ["0", "10", "20", "30"] and list(curves["b"]) == ["5", "20"]
     assert curves["x"] == {}
     assert curves["m"]["10"]["values"] == [0.4, 0.6]
     assert curves["m"]["10"]["mean"] == pytest.approx(0.5)
-    half = 12.706 * math.sqrt(0.02) / math.sqrt(2)
+    half = 12.706204736174707 * math.sqrt(0.02) / math.sqrt(2)  # t(0.975, 1), exact
     assert curves["m"]["10"]["ci95"] == pytest.approx([0.5 - half, 0.5 + half])
     assert curves["m"]["20"] == {"values": [0.6], "mean": 0.6, "ci95": [0.6, 0.6]}
     assert math.isnan(curves["m"]["30"]["mean"])
 
-    table = bench.curve_markdown("acc", curves).splitlines()
+    table = bench_render.curve_markdown("acc", curves).splitlines()
     assert table[0].startswith("**acc vs step**") and table[2] == "| step | m | b | x |"
     rows = {line.split(" | ")[0].strip("| "): line for line in table[4:]}
     assert list(rows) == ["0", "5", "10", "20", "30"]  # the union of every arm's steps
@@ -256,7 +256,7 @@ def test_curves_from_metrics_files(tmp_path):
 def test_curves_are_skipped_when_no_run_logs_two_steps(tmp_path):
     a = write_metrics(tmp_path / "a.jsonl", [{"step": 5, "acc": 0.1}, {"step": 5, "acc": 0.2}])
     b = write_metrics(tmp_path / "b.jsonl", [{"step": 7, "acc": 0.3}, {"step": 9, "loss": 1.0}])
-    assert bench.curves("acc", {"m": [a], "b": [b]}) == {}
+    assert bench_stats.curves("acc", {"m": [a], "b": [b]}) == {}
 
 
 def test_outputs_hold_the_curve_table_json_and_png(tmp_path):
@@ -265,17 +265,17 @@ def test_outputs_hold_the_curve_table_json_and_png(tmp_path):
               for t in (1, 2, 3)]) for s in range(3)],
         "b": [write_metrics(tmp_path / "b0.jsonl", [{"step": 2, "acc": 0.1}])],
     }  # fmt: skip
-    data = bench.summarize(
+    data = bench_stats.summarize(
         "m", "acc", "max", [("m", "method"), ("b", "baseline")], {"m": [1.0, 2.0], "b": [0.5]},
-        "rayworks bench m", ["b seed 1: RuntimeError: boom"], curves=bench.curves("acc", runs),
+        "rayworks bench m", ["b seed 1: RuntimeError: boom"], curves=bench_stats.curves("acc", runs),
     )  # fmt: skip
     out = tmp_path / "bench" / "m" / "20260101-000000-abc"
-    md = bench.write_outputs(out, data)
+    md = bench_render.write_outputs(out, data)
     lines = md.splitlines()
     assert lines.index("**acc vs step** (mean [95% CI] (n seeds))") > lines.index(
         "failed runs: b seed 1: RuntimeError: boom"
     )
-    half = 4.303 * 1.0 / math.sqrt(3)  # seeds' values at step 2: 0.2, 1.2, 2.2
+    half = 4.302652729911275 * 1.0 / math.sqrt(3)  # t(0.975, 2); step 2's values: 0.2, 1.2, 2.2
     assert f"| 2 | 1.2 [{1.2 - half:.4g}, {1.2 + half:.4g}] (3) | 0.1 [0.1, 0.1] (1) |" in md
     stored = json.loads((out / "bench.json").read_text())
     assert stored["curves"]["m"]["3"]["values"] == pytest.approx([0.3, 1.3, 2.3])
@@ -284,7 +284,7 @@ def test_outputs_hold_the_curve_table_json_and_png(tmp_path):
     assert 'alt="bench curve m/20260101-000000-abc"' in html
 
     (out / "curve.png").unlink()
-    bench.write_outputs(out, {**data, "curves": {}})
+    bench_render.write_outputs(out, {**data, "curves": {}})
     assert not (out / "curve.png").exists() and (out / "bench.png").is_file()
 
 
@@ -338,7 +338,7 @@ def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
     hack = data["extra_curves"]["reward/hack"]
     assert hack["curvy"]["2"]["mean"] == pytest.approx(0.2) and hack["toybase"]["2"]["mean"] == 0
     assert data["extra_curves"]["never_logged"] == {}
-    md = bench.write_outputs(tmp_path / "out", data)
+    md = bench_render.write_outputs(tmp_path / "out", data)
     assert (
         "Also plotted against the step (mean and 95% CI over seeds): `curve_reward_hack.png`." in md
     )
@@ -348,12 +348,12 @@ def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
 
 def test_an_arm_whose_headline_is_undefined_still_gets_a_chart(tmp_path):
     """An arm that never reaches its target (headline NaN) is drawn as "n/a", not a crash."""
-    data = bench.summarize(
+    data = bench_stats.summarize(
         "m", "iters", "min", [("m", "method"), ("b", "baseline")],
         {"m": [3.0, 4.0], "b": [math.nan, math.nan]}, "rayworks bench m", [],
     )  # fmt: skip
     out = tmp_path / "bench" / "m" / "20260101-000000-nan"
-    bench.write_outputs(out, data)
+    bench_render.write_outputs(out, data)
     assert (out / "bench.png").read_bytes()[:8] == PNG_SIG
 
 

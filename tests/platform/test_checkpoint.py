@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rayworks.platform.checkpoint import (
+from rayworks.core.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     load_tree,

@@ -4,7 +4,7 @@ import pytest
 
 
 def test_the_local_profile_keeps_idle_workers_and_reads_the_shipped_file():
-    from rayworks.errors import ConfigError
+    from rayworks.core.errors import ConfigError
     from rayworks.platform import cluster
 
     shipped = cluster.load_profile(cluster.REPO_PROFILE)

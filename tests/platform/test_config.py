@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.lm.config import LMConfig
-from rayworks.platform.config import (
+from rayworks.core.config import (
     build_config,
     deep_merge,
     flatten,
@@ -19,6 +17,8 @@ from rayworks.platform.config import (
     to_yaml,
     validate,
 )
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.lm.config import LMConfig
 from rayworks.platform.registry import all_pipelines
 
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from rayworks.errors import CheckpointNotFoundError
+from rayworks.core.config import build_config
+from rayworks.core.errors import CheckpointNotFoundError
 from rayworks.pipelines.lm.config import LMConfig
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RUNS_DIR_ENV, RunContext
 
 

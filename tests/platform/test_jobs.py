@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rayworks.errors import RayworksError, UnknownNameError
+from rayworks.core.errors import RayworksError, UnknownNameError
 from rayworks.platform import jobs
 
 PY = shlex.quote(sys.executable)  # the head's shell PATH may not reach this venv's python

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing

@@ -1,4 +1,4 @@
-"""OpenAI compatibility of the model endpoint for evaluation harnesses (issue 26): logprobs
+"""OpenAI compatibility of the model endpoint for evaluation harnesses: logprobs
 equal to a direct forward pass, echo with prompt logprobs (lm-evaluation-harness's
 loglikelihood request), token-id prompts, chat completions with and without a chat
 template, `stream_options.include_usage`, and 400s naming every unsupported field or

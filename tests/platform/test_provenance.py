@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rayworks.core.config import build_config
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.platform import provenance
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")

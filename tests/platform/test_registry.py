@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import json, sys
 from rayworks.platform.registry import PIPELINES, get_evaluation, get_pipeline
@@ -14,11 +16,13 @@ def loaded():
     return sorted(m for m in sys.modules if m.startswith(prefix) and m.count(".") == 2)
 get_pipeline("gdr_euclid")
 gdr = loaded()
+get_pipeline("wasi_lora")  # an arm: declared in wasi's @pipeline(arms=...)
+wasi = loaded()
 get_pipeline("grpo")
 rl = loaded()
 get_evaluation("calibration")
 evals = sorted(m for m in sys.modules if m.startswith("rayworks.evals."))
-print(json.dumps({"gdr": gdr, "rl": rl, "evals": evals, "n": len(PIPELINES)}))
+print(json.dumps({"gdr": gdr, "wasi": wasi, "rl": rl, "evals": evals, "n": len(PIPELINES)}))
 """
 
 
@@ -26,8 +30,36 @@ def test_lookup_imports_only_the_package_that_registers_the_name() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["gdr"] == ["rayworks.pipelines.gdr"]
+    assert got["wasi"] == ["rayworks.pipelines.gdr", "rayworks.pipelines.wasi"]
     # grpo lives in rl/grpo.py: found by the source scan, not by a package named grpo
     assert "rayworks.pipelines.rl" in got["rl"] and "rayworks.pipelines.aqer" not in got["rl"]
     assert "rayworks.evals.calibration" in got["evals"]
     assert "rayworks.evals.lm_eval" not in got["evals"]
     assert got["n"] < 20  # not every pipeline was imported (tests/test_cli.py: the fallback)
+
+
+# -- arms: baselines declared as the method's config with other defaults -------------------
+
+
+def test_an_arm_is_a_pipeline_of_its_own_name_with_the_methods_function() -> None:
+    from rayworks.core.config import build_config
+    from rayworks.pipelines.wasi.config import WASIConfig
+    from rayworks.platform.registry import get_pipeline
+
+    method, arm = get_pipeline("wasi"), get_pipeline("wasi_lora")
+    assert arm.fn is method.fn and "wasi_lora" in method.baselines
+    assert issubclass(arm.config, WASIConfig) and arm.config.presets == WASIConfig.presets
+    cfg = build_config(arm.config, "smoke", overrides=["seed=3"])
+    assert cfg.settings == ["lora"] and cfg.seed == 3  # the arm's default, the user's override
+    assert build_config(arm.config, None, overrides=["settings=[vanilla]"]).settings == ["vanilla"]
+    assert WASIConfig().settings != ["lora"]  # the method's own defaults are untouched
+
+
+def test_an_arm_naming_a_missing_field_or_a_bad_value_fails_at_registration() -> None:
+    from rayworks.pipelines.wasi.config import WASIConfig
+    from rayworks.platform.registry import Arm, arm_config
+
+    with pytest.raises(ValueError, match="has no field 'no_such_key'"):
+        arm_config(WASIConfig, "bad", Arm("x", {"no_such_key": 1}))
+    with pytest.raises(ValueError, match="do not validate"):
+        arm_config(WASIConfig, "bad", Arm("x", {"settings": ["not_a_setting"]}))

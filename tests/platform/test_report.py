@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import PipelineConfig
+from rayworks.core.errors import RayworksError
 from rayworks.platform import registry
-from rayworks.platform.config import PipelineConfig
 from rayworks.platform.context import RunContext
 from rayworks.platform.report import render_report
 

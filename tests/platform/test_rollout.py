@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from rayworks.errors import UnknownNameError
-from rayworks.pipelines.rl.rollout import (
+from rayworks.core.errors import UnknownNameError
+from rayworks.platform.rollout import (
     HFEngine,
     SamplingConfig,
     StaleWeightsError,

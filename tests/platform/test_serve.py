@@ -17,7 +17,7 @@ import requests
 import torch
 from conftest import free_port
 
-from rayworks.errors import CheckpointNotFoundError, RayworksError
+from rayworks.core.errors import CheckpointNotFoundError, RayworksError
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
 from rayworks.platform import serve as rw_serve
 from rayworks.platform.completion_engine import TextRow

@@ -1,4 +1,4 @@
-"""Faults of `serve_model` through Ray Serve (issue 26): a client that disconnects frees its
+"""Faults of `serve_model` through Ray Serve: a client that disconnects frees its
 generation, an error mid-stream ends the stream with an error event, the time limit is a
 408 naming its flag, a killed replica is replaced, and the series reach Ray's metrics.
 

@@ -1,4 +1,4 @@
-"""Per-request limits of the model endpoint (issue 26): each over-limit request gets the
+"""Per-request limits of the model endpoint: each over-limit request gets the
 status that fits and names the flag; errors mid-stream end the stream with an error event;
 an unexpected exception is a JSON 500. In process (FastAPI's TestClient), no Ray."""
 

@@ -1,5 +1,5 @@
 """The model endpoint's Prometheus series, a generation's cancellation and an error raised
-mid-stream (issue 26). In process (FastAPI's TestClient), no Ray: `test_serve_faults.py`
+mid-stream. In process (FastAPI's TestClient), no Ray: `test_serve_faults.py`
 checks the same through Ray Serve."""
 
 from __future__ import annotations

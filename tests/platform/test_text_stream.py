@@ -1,4 +1,4 @@
-"""Incremental decoding and stop matching (issue 26): same text as decoding everything on
+"""Incremental decoding and stop matching: same text as decoding everything on
 every token, at a cost per token that no stop string's length can blow up."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_stop_matcher_holds_prefixes_and_finds_the_earliest_start() -> None:
 
 
 def test_huge_stop_string_costs_linear_time(tok) -> None:
-    """A 100 KB stop string that the text keeps nearly matching (the attack of issue 26):
+    """A 100 KB stop string that the text keeps nearly matching (a denial-of-service request):
     the old algorithm scanned ~1e10 characters per token; this one stays linear."""
     stop = "a" * 100_000 + "b"
     row = TextRow(tok, {tok.eos_token_id}, [stop], limit=2_000)

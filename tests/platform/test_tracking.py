@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from rayworks.cli import main
-from rayworks.errors import ConfigError
+from rayworks.core.config import PipelineConfig, flatten, validate
+from rayworks.core.errors import ConfigError
 from rayworks.platform import bench, registry, tune
-from rayworks.platform.config import PipelineConfig, flatten, validate
 from rayworks.platform.context import RunContext
 from rayworks.platform.tracking import MLflowTracker, TrackingConfig, make_tracker
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.platform import tune
 
@@ -40,6 +40,19 @@ def test_check_params_rejects_unknown_keys_before_tune_starts():
         tune.check_params(LMConfig, base, [tune.parse_param("model.n_layers=choice:2,4")])
 
 
+def _remove_leftover_placement_groups() -> None:
+    """A trial ASHA stops can leave its Train worker group's placement group behind (seen
+    under heavy load: 0.5 CPU held for the rest of the session, so a later test that needs a
+    whole CPU waits forever); this test's job removes what it created."""
+    import ray
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+    job = ray.get_runtime_context().get_job_id()  # hex; a group's id ends with its job's
+    for pg_id, info in ray.util.placement_group_table().items():
+        if info["state"] == "CREATED" and pg_id.endswith(job):
+            remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(pg_id))))
+
+
 def test_two_trial_asha_sweep_sees_what_the_run_logs(ray_session, tmp_path):
     sweep_dir = tune.sweep(
         "lm",
@@ -58,6 +71,7 @@ def test_two_trial_asha_sweep_sees_what_the_run_logs(ray_session, tmp_path):
         scheduler="asha",
         runs_dir=tmp_path,
     )
+    _remove_leftover_placement_groups()  # before any assert: later tests need the CPUs
     rows = json.loads((sweep_dir / "trials.json").read_text())
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
     by_lr = {r["train.lr"]: r["val_loss"] for r in rows}

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
-from rayworks.pipelines.rl.rollout import SamplingConfig, StaleWeightsError, get_engine
-from rayworks.pipelines.rl.vllm_engine import VLLMEngine
+from rayworks.platform.rollout import SamplingConfig, StaleWeightsError, get_engine
+from rayworks.platform.vllm_engine import VLLMEngine
 
 TEXTS = ["the cat sat on the mat", "1+2=3 and 4+5=9", "hello world, hello ray"] * 20
 PROMPTS = ["the cat", "1+2=", "hello world, hello"]

@@ -9,8 +9,8 @@ The true answer distribution of a question is p*(k|x) = (balls of colour k) / (b
 the bag): deterministic for one-colour bags, spread otherwise. Every completion's answer
 is *sampled* from p* (for training and for the gold label alike), so a model trained with
 cross-entropy on these targets is pushed towards p* itself, and "calibration" is not
-trivially 1-vs-1 as on a task with one right answer. This is the reconstructed synthetic
-QA of methods/rl.md section 5 (CPU reproduction, "Data"): aleatoric uncertainty, surface
+trivially 1-vs-1 as on a task with one right answer. This is our reconstructed synthetic
+QA for the B-calibration study (`docs/calibration.md`): aleatoric uncertainty, surface
 paraphrases, an exact parser B (`answer_class`) instead of an LLM judge.
 
 Chain of thought: the trace draws `steps` balls *without* replacement and answers with the

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from rayworks.errors import UnknownNameError
+from rayworks.core.errors import UnknownNameError
 
 Split = Literal["train", "val", "test"]
 SPLIT_OFFSET = {"train": 0, "val": 1_000_003, "test": 2_000_003}

@@ -1,4 +1,4 @@
-"""Common Corpus curation on Ray Data (issue 6); `docs/corpus.md` is the user's guide.
+"""Common Corpus curation on Ray Data; `docs/corpus.md` is the user's guide.
 
 - `step`: the contract every step follows (score columns, first-reason-wins `drop_reason`).
 - Steps (pure Python, no Ray; the runner builds them once per actor):

@@ -56,7 +56,6 @@ class LicenseGate:
     open output must never hold a document without evidence that it may be shared."""
 
     name: ClassVar[str] = "license"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, open_only: bool = True) -> None:
         self.open_only = open_only

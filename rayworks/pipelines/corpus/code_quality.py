@@ -1,7 +1,7 @@
 """Code-quality heuristics for the code collection: generated, minified, oversized files.
 
-Common Corpus ranks code with a reward model (ArmoRM, a top-80% percentile cut;
-`shared/methods/corpus.md` 1.3), which needs a GPU and a download. Before any model, the
+Common Corpus ranks code with a reward model (ArmoRM, a top-80% percentile cut, per the
+dataset card on the Hugging Face Hub), which needs a GPU and a download. Before any model, the
 code datasets it draws on apply cheap file filters, and those are what this step does:
 
 - The Stack (Kocetkov et al. 2022) and StarCoder (Li et al. 2023, section 3): drop files
@@ -98,7 +98,6 @@ class CodeQuality:
     `code:minified` (checked in that order)."""
 
     name: ClassVar[str] = "code"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: CodeQualityConfig | None = None) -> None:
         self.cfg = cfg or CodeQualityConfig()

@@ -3,7 +3,8 @@
 The steps keep their own frozen dataclass configs with the papers' defaults (`quality.py`,
 `language.py`, ...); this pydantic config exposes the few thresholds a run usually changes
 and `chain.build_steps` maps them onto those dataclasses, so a bad value is a `ConfigError`
-naming the key before any Ray work, and the papers' defaults stay defined in one place.
+naming the key before any Ray work. A setting not exposed here has its default only in its
+step's dataclass; the exposed ones repeat theirs here (e.g. `gopher_min_words`, `minhash_*`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.pipelines.corpus.neardup import NearDupConfig
 from rayworks.pipelines.corpus.schema import PIPELINE_VERSION, normalize_collection
-from rayworks.platform.config import Config, PipelineConfig
 
 
 class LocalCorpusConfig(Config):

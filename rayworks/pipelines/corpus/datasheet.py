@@ -1,5 +1,5 @@
 """The corpus datasheet: what the open output holds and how it was cut, as markdown and as
-one self-contained HTML page with plots (issue 6).
+one self-contained HTML page with plots.
 
 Why: a curated corpus is only usable if its makeup and its losses are documented (Gebru et
 al., "Datasheets for Datasets"; Common Corpus publishes counts per collection, language and

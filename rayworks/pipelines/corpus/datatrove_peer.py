@@ -1,8 +1,8 @@
 """`corpus_datatrove`: the DataTrove peer that `rayworks bench corpus` measures us against.
 
-Issue 6 asks for the docs/s and MB/s of our corpus pipeline against DataTrove (0.10.1)
-running the equivalent steps on the same input files and machine. This pipeline runs, on
-the files `runner.resolve_inputs` gives (so bench arms read byte-identical jsonl(.gz)
+`rayworks bench corpus` reports the docs/s and MB/s of our corpus pipeline against DataTrove
+(0.10.1) running the equivalent steps on the same input files and machine. This pipeline
+runs, on the files `runner.resolve_inputs` gives (so bench arms read byte-identical jsonl(.gz)
 shards), four `LocalPipelineExecutor` stages with `workers = cpus`:
 
 1. `JsonlReader` -> text bytes (a stats-only step) -> language ->
@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.platform.registry import pipeline
 

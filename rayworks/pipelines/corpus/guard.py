@@ -1,4 +1,4 @@
-"""A time budget per batch: a stuck batch never hangs a corpus run (issue 23, item 6).
+"""A time budget per batch: a stuck batch never hangs a corpus run.
 
 The step chain (`chain.py`) runs in a child process of the scoring actor. The actor sends
 it a batch and waits at most `budget_s` seconds for the scored batch; the child writes the
@@ -14,7 +14,8 @@ thread, which in a Ray Data actor is not the thread running the task (measured: 
 runs on another thread). A process can be killed whatever it is doing, C code included.
 The child is spawned (a fresh interpreter): forking a Ray worker, which runs threads, can
 deadlock the child. The batches cross a pipe as Arrow tables (a copy per batch, small
-against the scoring: `shared/NOTES.md`, corpus costs).
+against the scoring, which costs tens of milliseconds per 64 KB document even after the
+rewrite of the steps, measured on our 2-core machines).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.step import Batch
 
 START_TIMEOUT_S = 600.0

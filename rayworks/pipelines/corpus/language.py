@@ -1,13 +1,13 @@
 """Language identification with `py3langid`, whose model ships inside the wheel.
 
-Nothing may download at run time (issue 6), which rules out fastText lid.176 / GlotLID (the
+Nothing may download at run time, which rules out fastText lid.176 / GlotLID (the
 datatrove and NeMo Curator defaults); `py3langid` (a maintained fork of langid.py, ~97
 languages, numpy only) has its model in `py3langid/data/model.npz.xz`
-(`shared/methods/corpus.md` 4.1). We load it with `norm_probs=True`, so the confidence is a
+inside the installed package. We load it with `norm_probs=True`, so the confidence is a
 softmax probability in [0, 1] (the fork scales the scores by 1/sqrt(bytes) before the
 softmax to keep it calibrated across lengths) and thresholds mean the same for all texts.
 
-Step `language` (stateful: it holds the identifier, so it runs in an actor pool) adds the
+Step `language` (it holds the identifier, loaded once when the step is built) adds the
 columns `lang` (ISO 639-1 code; "und" for text without any feature, e.g. empty) and
 `lang_confidence`, for every row. Very short texts (a title, a few words) are classified
 too, but their label is unreliable: the confidence is then usually low, so filter on
@@ -18,7 +18,7 @@ Common Corpus keeps every language and dolma-style scores are filtered later:
 - `language:not_allowed` when `allowed` is set and `lang` is not in it.
 Low confidence is checked first: an unsure label should not be reported as a wrong language.
 
-Speed (issue 23): the step classifies all live rows of a batch in one vectorized call
+Speed: the step classifies all live rows of a batch in one vectorized call
 (`langid_batch.BatchLanguageId`, the same labels as py3langid's own `classify` and the same
 confidences to float32 rounding, ~2.4x faster on a 64 KB document); rows an earlier step
 dropped are not classified (`lang` None, `lang_confidence` NaN) unless `score_dropped`.
@@ -43,10 +43,10 @@ import numpy as np
 from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
 from py3langid.modelio import _to_array
 
+from rayworks.core.build_cache import digest, locked_build
 from rayworks.pipelines.corpus.langid_batch import UNDETERMINED as UNDETERMINED
 from rayworks.pipelines.corpus.langid_batch import BatchLanguageId
 from rayworks.pipelines.corpus.step import Batch, judge, scored_rows, spread
-from rayworks.platform.build_cache import digest, locked_build
 
 LOW_CONFIDENCE = "language:low_confidence"
 NOT_ALLOWED = "language:not_allowed"
@@ -149,7 +149,6 @@ class LanguageId:
     `language:not_allowed`."""
 
     name: ClassVar[str] = "language"
-    stateful: ClassVar[bool] = True
 
     def __init__(self, cfg: LanguageIdConfig | None = None) -> None:
         self.cfg = cfg or LanguageIdConfig()

@@ -1,10 +1,10 @@
 """License evidence -> SPDX id and open/closed class, for the corpus's provenance columns.
 
 Common Corpus's selling point is that every document carries its own license or
-public-domain evidence (`shared/methods/corpus.md` 1.4). Our offline sources are installed
-Python distributions (`*.dist-info/METADATA`) and Debian `/usr/share/doc/*/copyright` files.
-Every answer is a `LicenseEvidence` holding the exact field or line it came from, so the
-datasheet can show why a document was judged open.
+public-domain evidence (the paper; the dataset card of `PleIAs/common_corpus`). Our offline
+sources are installed Python distributions (`*.dist-info/METADATA`) and Debian
+`/usr/share/doc/*/copyright` files. Every answer is a `LicenseEvidence` holding the exact
+field or line it came from, so the datasheet can show why a document was judged open.
 
 Rules, chosen so that a wrong answer errs towards "not open" (a false "open" would put
 restricted text in the open output; a false "closed" only costs a document):

@@ -1,8 +1,9 @@
 """Near-duplicate detection with MinHash-LSH on CPU (Broder 1997; Leskovec et al., MMDS ch. 3).
 
-Common Corpus does not say how it deduplicated (`shared/methods/corpus.md` 1.5), so we
-follow datatrove's `MinhashDedup*` blocks (5-word shingles, 14 bands x 8 rows, seed 1;
-section 2.4 there) with our own small implementation:
+Common Corpus does not say how it deduplicated (neither the paper's abstract nor its
+dataset card describes it), so we follow datatrove's `MinhashDedup*` blocks (5-word
+shingles, 14 bands x 8 rows, seed 1: `MinhashConfig` in datatrove's
+`pipeline/dedup/minhash.py`) with our own small implementation:
 
 1. `shingles`: NFKC, casefold, words = `\\w+` runs (punctuation and whitespace runs drop out),
    then word n-grams (n=5). A text with fewer than n words is one shingle. Scripts written

@@ -1,9 +1,9 @@
-"""Near-duplicate dedup with MinHash-LSH: the signature step and the resolution (issue 6).
+"""Near-duplicate dedup with MinHash-LSH: the signature step and the resolution.
 
 Common Corpus does not say how it removed near-duplicates, so we follow datatrove's
-`MinhashDedup*` stages (signature -> buckets -> cluster -> filter; `shared/methods/corpus.md`
-2.4) with its defaults: 5-word shingles, 14 bands x 8 rows, seed 1. Two documents of
-Jaccard similarity s share a bucket in at least one band with probability
+`MinhashDedup*` stages (signature -> buckets -> cluster -> filter; datatrove's
+`pipeline/dedup/minhash.py`) with its defaults: 5-word shingles, 14 bands x 8 rows, seed 1.
+Two documents of Jaccard similarity s share a bucket in at least one band with probability
 P(s) = 1 - (1 - s^8)^14, an S-curve around the threshold (1/14)^(1/8) ~ 0.72
 (P(0.8) ~ 0.92). The math lives in `minhash.py`; the Ray stages in `dedup.py`:
 
@@ -130,7 +130,6 @@ class MinHashSignature:
     passes through a numpy step into tensor types that differ by block (112 vs 0 long)."""
 
     name: ClassVar[str] = "minhash"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: NearDupConfig | None = None) -> None:
         self.cfg = cfg or NearDupConfig()

@@ -97,7 +97,6 @@ class Normalize:
     with `normalize:empty`."""
 
     name: ClassVar[str] = "normalize"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: NormalizeConfig | None = None) -> None:
         self.cfg = cfg or NormalizeConfig()

@@ -1,13 +1,13 @@
 """OCR consistency: an OCRoscope-style language-consistency score (step `ocr`).
 
-PleIAs' OCRoscope (used to curate Common Corpus; `shared/methods/corpus.md` 1.3) cuts a
+PleIAs' OCRoscope (used to curate Common Corpus; GitHub `Pleias/OCRoscope`) cuts a
 document into 7-word segments, identifies the language of each, and scores the share of
 segments in one of the document's languages: OCR noise ("Tlie c0uncil rnet") reads as no
 language or a random one. We use py3langid (`language.py`) instead of cld2, vectorized:
 every segment and window of every row of a batch is classified in one call
 (`langid_batch.py`; the same labels and confidences as one py3langid call per segment).
 
-Detector noise (issue 23, item 7). A 7-word segment is ~40 bytes, and py3langid divides
+Detector noise. A 7-word segment is ~40 bytes, and py3langid divides
 its scores by sqrt(bytes) before the softmax, so on a segment its top label is usually
 right but its probability is low. Our first rule added a floor (a segment agreed only if
 its top language was a document language *with probability >= 0.5*); OCRoscope has no
@@ -176,7 +176,6 @@ class OCRQuality:
     `min_consistency` is set and the consistency is below it."""
 
     name: ClassVar[str] = "ocr"
-    stateful: ClassVar[bool] = True
 
     def __init__(self, cfg: OCRQualityConfig | None = None) -> None:
         self.cfg = cfg or OCRQualityConfig()

@@ -1,7 +1,7 @@
 """PII redaction for the corpus pipeline: emails, public IPs, phones, IBANs, card numbers.
 
 Common Corpus says only that PII was removed with "custom procedures for multilingual
-data" (the tooling is not public, see `shared/methods/corpus.md` 1.3), so we follow the
+data" (the tooling is not public), so we follow the
 datatrove practice (`PIIFormatter`): find spans with cheap patterns, replace each span by a
 typed placeholder such as `<EMAIL>`, and count the redactions per type so the datasheet can
 report them. Unlike plain regexes, every candidate except emails is *validated* before it is

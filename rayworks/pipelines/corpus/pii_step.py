@@ -126,7 +126,6 @@ class PIIRedaction:
     present; columns `pii_<type>` per enabled type; no reasons (never drops)."""
 
     name: ClassVar[str] = "pii"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: PIIRedactionConfig | None = None) -> None:
         self.cfg = cfg or PIIRedactionConfig()

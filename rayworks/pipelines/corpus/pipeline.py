@@ -1,4 +1,4 @@
-"""`rayworks run corpus`: Common Corpus curation on Ray Data (issue 6).
+"""`rayworks run corpus`: Common Corpus curation on Ray Data.
 
 Kind `job`: the function runs in the driver (`launch.run` calls it in-process), which is
 where a Ray Data pipeline must be planned; its stages reserve their own CPUs, at most

@@ -141,7 +141,6 @@ class GopherQuality:
     `gopher:alpha_words`, `gopher:stop_words` (checked in that order)."""
 
     name: ClassVar[str] = "gopher"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: GopherQualityConfig | None = None) -> None:
         self.cfg = cfg or GopherQualityConfig()
@@ -267,7 +266,6 @@ class GopherRepetition:
     `repetition:dup_<n>gram_char_frac` (checked in that order)."""
 
     name: ClassVar[str] = "repetition"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: GopherRepetitionConfig | None = None) -> None:
         self.cfg = cfg or GopherRepetitionConfig()
@@ -378,7 +376,6 @@ class C4Quality:
     lines when `rewrite`; reasons `c4:lorem_ipsum`, `c4:curly_bracket`, `c4:min_sentences`."""
 
     name: ClassVar[str] = "c4"
-    stateful: ClassVar[bool] = False
 
     def __init__(self, cfg: C4QualityConfig | None = None) -> None:
         self.cfg = cfg or C4QualityConfig()

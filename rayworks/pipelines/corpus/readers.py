@@ -12,7 +12,7 @@ rows when it writes, exactly as it routes the steps' `drop_reason` (`step.py`).
 
 Why bytes and per-row parsing: `read_json` fails the whole read on one malformed line, and
 `read_text` decodes a whole file at once, so one invalid UTF-8 byte fails the file
-(`shared/NOTES.md`, Ray Data). We read raw bytes and decode and parse each line ourselves.
+(both seen with Ray 2.60). We read raw bytes and decode and parse each line ourselves.
 We also turn off Ray's decompression-by-extension (it does gunzip `.gz` in 2.60): a
 truncated `.gz` would then fail the read task; here it becomes a `gzip:invalid` reject.
 
@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import ray
 from ray.data.datasource import FileBasedDatasource
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.licenses import OPEN_STATUSES, LicenseEvidence
 from rayworks.pipelines.corpus.schema import (
     REJECT_FIELDS,

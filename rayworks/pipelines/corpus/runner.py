@@ -32,10 +32,8 @@ duplicates and the sample, not with the corpus (`driver_bytes` in the summary).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import sysconfig
 import time
 from collections import Counter
@@ -45,8 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import ray
 from ray.data._internal.execution.interfaces import ExecutionResources
+from ray.data._internal.stats import get_or_create_stats_actor
 
-from rayworks.errors import RayworksError
+from rayworks.core.build_cache import locked_build, settings_digest
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus import readers
 from rayworks.pipelines.corpus.chain import STEP_ORDER
 from rayworks.pipelines.corpus.config import CorpusConfig
@@ -83,18 +83,18 @@ def _local_corpus(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], dict[s
     s = cfg.sources
     site = (sysconfig.get_paths()["purelib"],) if s.python else ()
     settings = s.model_dump(mode="json") | {"site_packages": list(site)}
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    key = settings_digest(settings)
     final = ctx.cache_root / "corpus_input" / key
-    if not (final / "manifest.json").exists():
+
+    def build() -> None:  # under the cache's lock: concurrent runs wait, then reuse
         tmp = final.with_name(f"{key}.tmp-{os.getpid()}")
         build_corpus(SourceConfig(
             out_dir=str(tmp), site_packages=site, debian_doc=s.debian_doc,
             max_packages=s.max_packages, max_docs=s.max_docs,
             max_docs_per_package=s.max_docs_per_package, max_bytes=s.max_bytes))  # fmt: skip
-        try:
-            tmp.rename(final)
-        except OSError:  # another run built it meanwhile: theirs is identical
-            shutil.rmtree(tmp, ignore_errors=True)
+        tmp.rename(final)
+
+    locked_build(final, final / "manifest.json", build)
     manifest = json.loads((final / "manifest.json").read_text())
     if not manifest["shards"]:
         raise RayworksError("the local corpus is empty: no Python package or Debian doc found.")
@@ -125,7 +125,6 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
     the last to finish is a small one (longest-processing-time order)."""
     if not todo:
         return
-    warm = [warm_worker.remote() for _ in range(cfg.cpus)]
     by_name = {u.name: u for u in todo}
     order = sorted(todo, key=lambda u: (-u.bytes, u.name))
     ds = ray.data.from_items([unit_item(u) for u in order], override_num_blocks=len(order))
@@ -139,7 +138,6 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
         work.finish(by_name[manifest["unit"]], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)
-    ray.get(warm)
 
 
 def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[str, Any]:
@@ -202,10 +200,14 @@ def global_phase(
     near_rows = np.asarray(sorted(near_drop), dtype=np.int64)
     verdicts = (np.asarray(sorted(links.exact), dtype=np.int64), near_rows,
                 np.asarray([near_drop[r] for r in near_rows.tolist()], dtype=object))  # fmt: skip
+    # largest unit first (longest-processing-time order), so the pass does not end on one
+    # big unit while the other CPUs idle; output names carry the unit, so order is free
+    order = sorted(range(len(units)), key=lambda i: (-os.path.getsize(files[i]), i))
     with atomic_dir(out / "output") as output, atomic_dir(out / "quarantine") as quarantine:
         parts = finalize_units(
-            [name for name, _ in units], files, unified_schema(files), verdicts,
-            str(tokenizer) if tokenizer else None, output, quarantine, cfg.batch_size)  # fmt: skip
+            [units[i][0] for i in order], [files[i] for i in order], unified_schema(files),
+            verdicts, str(tokenizer) if tokenizer else None, output, quarantine,
+            cfg.batch_size)  # fmt: skip
     stats = merge_stats(parts)
     timing["final pass"] = clock() - t
     driver = {"links": links.driver_bytes, "fetch": fetched.driver_bytes,
@@ -217,6 +219,10 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     """Curate the inputs unit by unit (resumable), then dedup, tokenize, write, account."""
     paths, fmt, built = resolve_inputs(cfg, ctx)  # raises on a wrong path before any Ray work
     start = time.perf_counter()
+    # Ray Data's stats actor and idle workers that import its task path start now, while
+    # the driver plans: the first execution on a fresh Ray otherwise waits on both in turn
+    get_or_create_stats_actor()
+    warm = [warm_worker.remote() for _ in range(cfg.cpus)]
     ray.data.DataContext.get_current().execution_options.resource_limits = ExecutionResources(
         cpu=cfg.cpus
     )
@@ -226,6 +232,7 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     todo = work.adopt(units, cfg.resume_settings())  # a resume under other settings raises
     ctx.progress(len(units) + 1, "corpus")
     score_units(todo, fmt, cfg, work, out, ctx, len(units))
+    ray.get(warm)
     scoring_s = time.perf_counter() - start
     marks = work.counts()
     total = sum(m["in"] for m in marks)

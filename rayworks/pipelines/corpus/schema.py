@@ -1,9 +1,9 @@
 """The provenance columns every corpus row carries, and the shape of a rejected input row.
 
-Common Corpus's selling point is per-document traceability (`shared/methods/corpus.md`
-1.2, 1.4): every document says where it came from and why its license is open. Readers
-and sources build rows only through `make_row`, so the columns, their types and the id
-rule live here once, and every later step can rely on them.
+Common Corpus's selling point is per-document traceability (the paper; the dataset card
+of `PleIAs/common_corpus`): every document says where it came from and why its license is
+open. Readers and sources build rows only through `make_row`, so the columns, their types
+and the id rule live here once, and every later step can rely on them.
 
 Row columns (`ROW_FIELDS`, Arrow types in `ROW_SCHEMA`):
 - `id`: blake2b-128 of the id-normalised text (`minhash.content_id`), stable across runs

@@ -1,6 +1,6 @@
-"""A real corpus nobody here wrote, built from this machine (issue 6, part 6).
+"""A real corpus nobody here wrote, built from this machine.
 
-Two sources, both with per-document license evidence (`shared/methods/corpus.md` 5):
+Two sources, both with per-document license evidence, both readable offline:
 - Installed Python distributions: every `*.dist-info` in a site-packages folder gives its
   `METADATA` license (`licenses.from_metadata`) and its `.py` files listed in `RECORD`, one
   document each, collection "code", `source` = the distribution name.
@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.licenses import (
     LicenseEvidence,
     from_debian_copyright,

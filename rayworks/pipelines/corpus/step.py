@@ -1,4 +1,4 @@
-"""The one contract every curation step follows (issue 6; live-row scoring: issue 23).
+"""The one contract every curation step follows, and the helpers that score only live rows.
 
 A step is a small class whose `__call__(batch) -> batch` takes a column batch (a dict of
 equally long sequences, as Ray Data's `map_batches` hands it over) and returns it with:
@@ -18,10 +18,11 @@ process every row: dropped rows go to the quarantine path and keep their provena
 their first reason there.
 
 The runner turns `drop_reason` into per-reason counters and writes dropped rows to the
-quarantine path, so nothing is dropped silently. A step that holds state (a model, a
-tokenizer, word lists) sets `stateful = True`. Steps are pure Python: no Ray import, so
-they are tested without a cluster. Steps that split text into words or lines read the
-batch's shared text view (`textview.py`) instead of splitting again.
+quarantine path, so nothing is dropped silently. Steps that hold state (a model, a
+tokenizer, word lists) load it in `__init__`, not per batch: the chain (`chain.py`) builds
+the scoring steps once and calls them on batch after batch. Steps are pure Python: no Ray
+import, so they are tested without a cluster. Steps that split text into words or lines
+read the batch's shared text view (`textview.py`) instead of splitting again.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ ROW_ID = "row_id"
 
 class Step(Protocol):
     name: ClassVar[str]
-    stateful: ClassVar[bool]
 
     def __call__(self, batch: Batch) -> Batch: ...
 

@@ -1,5 +1,5 @@
 """One shared, lazily computed view of each row's text: words, lines, word ids, n-gram ids,
-character-class counts (issue 23).
+character-class counts.
 
 Before this, one 64 KB document was split into words five times and into lines four times
 by the Gopher, repetition, C4, OCR, toxicity and code steps. A `TextView` splits once, on

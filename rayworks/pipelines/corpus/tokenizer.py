@@ -2,8 +2,8 @@
 
 Why: a datasheet reports corpus size in tokens, the unit training budgets are set in, and
 characters per token differ a lot between languages and code. Nothing may download at run
-time (issue 6), so the tokenizer is trained locally with Hugging Face `tokenizers` (0.23,
-`shared/methods/corpus.md` 4.5) instead of fetching a pretrained one.
+time, so the tokenizer is trained locally with Hugging Face `tokenizers` (0.23) instead of
+fetching a pretrained one.
 
 - `train_bpe` trains GPT-2-style byte-level BPE (every byte is in the base alphabet, so no
   text is ever out of vocabulary; the GPT-2 split regex keeps merges within words) from an
@@ -177,7 +177,6 @@ class TokenCount:
     no reasons (never drops)."""
 
     name: ClassVar[str] = "tokens"
-    stateful: ClassVar[bool] = True
 
     def __init__(self, path: str | Path, text_column: str = "text") -> None:
         self.count = PretokenCounter(Tokenizer.from_file(str(path)))

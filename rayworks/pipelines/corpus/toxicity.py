@@ -1,10 +1,11 @@
 """Toxicity scores from offline word lists shipped in this package.
 
-Common Corpus scores toxicity with Celadon (a 141M DeBERTa with five heads,
-`shared/methods/corpus.md` 1.3), which needs a download and `trust_remote_code`; no offline
-multilingual toxicity model is known (4.4). So, like C4's "bad words" page rule and dolma's
-`naughty_words_en.txt`, we count matches of short word lists, but as a *score* (Common
-Corpus 1.4.3: keep toxicity as columns, filter in a later mix step), not a boolean drop.
+Common Corpus scores toxicity with Celadon (a 141M DeBERTa with five heads, model card
+`PleIAs/celadon` on the Hugging Face Hub), which needs a download and `trust_remote_code`;
+we know of no offline multilingual toxicity model (`detoxify` downloads its checkpoints
+too). So, like C4's "bad words" page rule and dolma's `naughty_words_en.txt`, we count
+matches of short word lists, but as a *score* (kept as columns and filtered in a later mix
+step, as dolma keeps scores apart from the documents), not a boolean drop.
 
 Word lists: `wordlists/<lang>.txt` next to this module, one entry per line (a word or a
 short phrase; `#` starts a comment), written for rayworks and short on purpose: clearly
@@ -142,7 +143,6 @@ class Toxicity:
     `toxicity_score`; reason `toxicity:words`."""
 
     name: ClassVar[str] = "toxicity"
-    stateful: ClassVar[bool] = True
 
     def __init__(self, cfg: ToxicityConfig | None = None) -> None:
         self.cfg = cfg or ToxicityConfig()

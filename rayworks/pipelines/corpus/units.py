@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 
 MAX_PIECES = 1024
 """Pieces one file is cut into at most (a gzip size field that lies cannot explode a plan)."""

@@ -1,10 +1,9 @@
 """Configs of the DPad pipelines (`dpad` and its baseline `dpad_vanilla`).
 
-Defaults follow the CPU reproduction recipe of methods/inference.md section 1 (reconstructed
-there), scaled to the budget: a 2-layer d=64 bidirectional Llama (recipe: 4 x d128), LLaDA
-SFT on copy / LSB-first addition (6000 steps at lr 2e-3 with weight decay 0.1, ~7 CPU-min),
-gen lengths 64/128/256, block 16, DPad (k=3, a=2, W=64, ~21 kept suffix tokens), parallel
-tau = 0.9.
+Defaults follow our CPU reproduction recipe (reconstructed; `docs/dpad.md`), scaled to the
+budget: a 2-layer d=64 bidirectional Llama (recipe: 4 x d128), LLaDA SFT on copy /
+LSB-first addition (6000 steps at lr 2e-3 with weight decay 0.1, ~7 CPU-min), gen lengths
+64/128/256, block 16, DPad (k=3, a=2, W=64, ~21 kept suffix tokens), parallel tau = 0.9.
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.models import DecoderSpec
 from rayworks.pipelines.dpad.dropout import A_MAX
 from rayworks.pipelines.dpad.tasks import TaskConfig, answer_limit
-from rayworks.platform.config import Config, PipelineConfig
 
 DecoderName = Literal[
     "vanilla", "vanilla_et", "dpad_et", "dpad_det_et", "dpad_uniform_et", "w0_et",
@@ -147,15 +146,3 @@ class DPadConfig(PipelineConfig):
             if needed not in self.decoders:
                 raise ValueError(f"decoders must include {needed!r} (got {self.decoders})")
         return self
-
-
-class DPadVanillaConfig(DPadConfig):
-    """The baseline: full suffix attention, one token per step, no early termination; the
-    same cached model, prompts and seed as `dpad` (its grid is only vanilla +/- ET)."""
-
-    presets = DPadConfig.presets
-
-    decoders: list[DecoderName] = Field(
-        default_factory=lambda: ["vanilla", "vanilla_et"], description="decoders evaluated"
-    )
-    method: DecoderName = Field("vanilla", description="decoder whose numbers are the headline")

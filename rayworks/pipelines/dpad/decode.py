@@ -1,7 +1,8 @@
 """Semi-autoregressive block decoding of a masked diffusion LM, with DPad suffix dropout.
 
 The sequence is [prompt (P) | gen_length MASK tokens], decoded block by block
-(`block_length`, LLaDA / Fast-dLLM). Per block [s, e) (methods/inference.md 1, steps 2-6):
+(`block_length`, LLaDA / Fast-dLLM). Per block [s, e) (after the official DPad code;
+our simplifications are listed in `docs/dpad.md`):
 
 1. Once per block, draw the suffix keep mask (`SuffixDropout.sample`); the pruned sequence
    is [0, e) plus the kept suffix tokens. Dropped tokens leave **both queries and keys**

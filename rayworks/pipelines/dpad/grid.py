@@ -14,11 +14,11 @@ import time
 import torch
 from transformers import PreTrainedModel
 
-from rayworks.evals.paired import paired_ci
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.decode import Decoder, generate
 from rayworks.pipelines.dpad.dropout import SuffixDropout
 from rayworks.pipelines.dpad.tasks import EOS, Batch, extract_answer
+from rayworks.platform.stats import paired_ci
 
 METRICS = ("acc", "sec", "nfe", "tokens", "pairs", "tok")
 # decoder -> (the decoder it is paired with for its own speedup row in the table)

@@ -48,12 +48,11 @@ def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
     """Accuracy and token-proxy / wall-clock speedup vs vanilla_et, against gen length."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     gens = [int(r["gen_length"]) for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    palette = plt.get_cmap("tab20")
+    fig, axes = subplots(1, 3, figsize=(14, 4))
+    palette = matplotlib.colormaps["tab20"]
     for i, name in enumerate(decoders):  # one colour per decoder in every panel
         style = {"marker": "o", "color": palette(i % 20), "label": name,
                  "linestyle": "--" if name.startswith("parallel") else "-"}  # fmt: skip
@@ -72,5 +71,4 @@ def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

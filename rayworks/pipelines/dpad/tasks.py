@@ -1,4 +1,4 @@
-"""Synthetic SFT pairs for the masked diffusion LM (methods/inference.md 1, CPU recipe).
+"""Synthetic SFT pairs for the masked diffusion LM (our CPU recipe, `docs/dpad.md`).
 
 Tasks (reconstructed). The recipe's `reverse` and `sort` of a string of
 `min_digits`..`max_digits` digits, and `add` of two 4-digit numbers (sum written least
@@ -33,7 +33,7 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
 
 PAD, BOS, EOS, MASK, SEP, PLUS = 0, 1, 2, 3, 4, 5
 TASK_IDS = {"reverse": 6, "sort": 7, "add": 8, "copy": 9, "add_lsb": 10}

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rayworks.core.build_cache import digest, locked_build
 from rayworks.models.diffusion_lm import build_diffusion_lm, diffusion_sft_loss
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.tasks import BOS, EOS, MASK, PAD, VOCAB_SIZE, make_batch
-from rayworks.platform.build_cache import digest, locked_build
 from rayworks.platform.context import RunContext
 
 LOG_EVERY = 25

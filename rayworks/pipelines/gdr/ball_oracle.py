@@ -1,5 +1,5 @@
 """The method: ball-oracle trust region on the smoothed GDR objective (Algorithm 1 of Manoj &
-Patel; science.md §3), in the Lewis geometry M = ÂᵀWÂ or the Euclidean M = ÂᵀÂ.
+Patel; docs/gdr.md), in the Lewis geometry M = ÂᵀWÂ or the Euclidean M = ÂᵀÂ.
 
 Pieces, top to bottom:
 1. `geometry`: M from block Lewis overestimates w (`lewis.py`, step 1-2) or W = I.

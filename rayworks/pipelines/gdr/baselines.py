@@ -1,4 +1,4 @@
-"""Baselines of science.md §3: the exact optimum (cvxpy + CLARABEL on the epigraph),
+"""Baselines (docs/gdr.md): the exact optimum (cvxpy + CLARABEL on the epigraph),
 subgradient descent (fixed and 1/√t steps), smoothed GD / heavy-ball / Nesterov on f̃,
 and a log-barrier interior-point method on the epigraph whose Newton steps are counted.
 

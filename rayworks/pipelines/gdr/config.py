@@ -1,12 +1,12 @@
 """Configs of `gdr` (ball oracle, Lewis geometry) and its baselines `gdr_euclid`, `gdr_ipm`,
-`gdr_firstorder` (science.md §3).
+`gdr_firstorder` (docs/gdr.md).
 
     rayworks run gdr --preset smoke
     rayworks bench gdr --preset default --seeds 1
 
 Every run computes the cvxpy/CLARABEL optimum OPT as the reference, grid-tunes each arm
 from the common ERM warm start and reports iterations to `target` gap. Values follow the
-card's CPU recipe (reconstructed); every reconstructed choice is a key here.
+our reconstructed CPU recipe (docs/gdr.md); every reconstructed choice is a key here.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["lewis", "euclid", "ipm", "firstorder"]
 
 
 class DataConfig(Config):
-    """The card's synthetic recipe (all reconstructed: the paper's notebook is absent)."""
+    """The synthetic recipe (all reconstructed: the paper's notebook is absent; docs/gdr.md)."""
 
     m: int = Field(100, ge=2, description="groups (paper/card: 100)")
     d: int = Field(10, ge=2, description="features (paper/card: 10)")

@@ -1,5 +1,5 @@
 """The p-interpolation between average (p = 2, ERM) and worst-group loss (p → ∞):
-min_x Φ_p(x) = (1/m) Σ_i l_i(x)^{p/2} (science.md §3, "Problem").
+min_x Φ_p(x) = (1/m) Σ_i l_i(x)^{p/2} (docs/gdr.md).
 
 Φ_p is convex for p ≥ 2 (a convex non-decreasing power of a convex quadratic) and is
 minimised by damped Newton from the ERM warm start, with

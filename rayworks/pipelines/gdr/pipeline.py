@@ -1,5 +1,5 @@
 """`rayworks run gdr` / `rayworks bench gdr`: group-DRO least squares with block Lewis weights
-(Manoj & Patel; science.md §3).
+(Manoj & Patel; docs/gdr.md).
 
 One run builds the synthetic instance (`problem.py`), computes OPT with cvxpy/CLARABEL
 and the ERM warm start, then fans out every (arm, grid setting) as one Ray task

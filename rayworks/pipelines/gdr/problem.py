@@ -1,5 +1,5 @@
 """Group least-squares data, the GDR objective F, the ERM warm start, the synthetic
-generator of the method card and group duplication (science.md §3, "Problem").
+generator of our reconstructed recipe and group duplication (docs/gdr.md).
 
 Groups are contiguous row blocks: group i owns rows `offsets[i]:offsets[i+1]` of A, b.
 l_i(x) = (1/n_i)‖A_{S_i}x - b_{S_i}‖², F(x) = max_i l_i(x) (the GDR objective), ERM =
@@ -80,7 +80,7 @@ def duplicate(data: GroupData, k: int) -> GroupData:
 
 @dataclass(frozen=True)
 class SyntheticSpec:
-    """Knobs of the card's synthetic recipe (all reconstructed; see `GDRConfig.data`)."""
+    """Knobs of the synthetic recipe (all reconstructed; see `GDRConfig.data`)."""
 
     m: int = 100
     d: int = 10
@@ -102,7 +102,7 @@ def synthetic(spec: SyntheticSpec, seed: int) -> GroupData:
     log-uniform in [1, lam_max]); b_i = A_i(c + spread·ξ_i) + noise·ε_i. Adversarial group
     j: λ = 1 except λ_{k_j} = large_eig on a direction of its own, optimum c + far·q_{k_j},
     noise adversarial_noise. The adversarial groups come last. With `kappa_target` set,
-    large_eig is solved for so that κ(AᵀA) equals it (the card: "tune until κ ≈ 1e5").
+    large_eig is solved for so that κ(AᵀA) equals it (the recipe: tune until κ ≈ 1e5).
     """
     rng = np.random.default_rng(seed)
     d, n_i = spec.d, spec.n_per_group

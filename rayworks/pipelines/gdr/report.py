@@ -1,4 +1,4 @@
-"""The run's table (jsonl + markdown), its plots, the card's pass rule and the sweep
+"""The run's table (jsonl + markdown), its plots, the pass rule (docs/gdr.md) and the sweep
 summary: Lewis vs Euclidean ball oracle (and the IPM) at every duplication factor k and
 group count m, at the k = 1 tuned setting, retuned per point, and per radius."""
 
@@ -152,14 +152,12 @@ def write_plots(
     folder: Path, best: dict[str, dict[str, Any]], dup: list[dict[str, Any]], target: float
 ) -> None:
     """gap_vs_iter.png, gap_vs_time.png (log y, best-so-far) and iters_vs_k.png."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     for name, xkey, xlabel in (("gap_vs_iter", None, "iteration (outer / Newton / gradient)"),
                                ("gap_vs_time", "curve_seconds", "wall-clock (s)")):  # fmt: skip
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = subplots(figsize=(6, 4))
         for arm, r in best.items():
             ys = [max(g, 1e-12) for g in r["curve"]]
             xs = r[xkey] if xkey else range(len(ys))
@@ -172,9 +170,8 @@ def write_plots(
         ax.legend()
         fig.tight_layout()
         fig.savefig(folder / f"{name}.png", dpi=110)
-        plt.close(fig)
     if dup:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = subplots(figsize=(6, 4))
         for arm, key, label in (
             ("lewis", "iters_to_target", "ball oracle (Lewis): outer iters to 1%"),
             ("euclid", "iters_to_target", "ball oracle (Euclidean): outer iters to 1%"),
@@ -193,4 +190,3 @@ def write_plots(
         ax.legend()
         fig.tight_layout()
         fig.savefig(folder / "iters_vs_k.png", dpi=110)
-        plt.close(fig)

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
-from scipy import stats
+
+from rayworks.platform.stats import mean_ci
 
 ARMS = ("lewis", "euclid", "ipm", "firstorder")
 DUP_ARMS = ("lewis", "euclid", "ipm", "ipm_short")
@@ -30,17 +30,10 @@ M_ARMS = ("lewis", "euclid", "ipm")
 
 
 def mean_ci95(values: Sequence[float]) -> tuple[float, float, float, int]:
-    """(mean, lo, hi, n) over the finite values: mean ± t_{0.975, n-1}·s/√n (lo = hi = mean
-    for a single value; all NaN when none is finite)."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    n = len(x)
-    if n == 0:
-        return math.nan, math.nan, math.nan, 0
-    mean = float(x.mean())
-    if n == 1:
-        return mean, mean, mean, 1
-    half = float(stats.t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n))
-    return mean, mean - half, mean + half, n
+    """(mean, lo, hi, n) over the finite values (`platform.stats.mean_ci`: Student-t; lo =
+    hi = mean for a single value; all NaN when none is finite)."""
+    x = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return (*mean_ci(x), len(x))
 
 
 def fmt_ci(values: Sequence[float], digits: str = ".3g") -> str:

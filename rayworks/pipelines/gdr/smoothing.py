@@ -1,5 +1,5 @@
 """The smoothed max-of-group-norms surrogate f̃_{β,δ} with closed-form gradient and Hessian
-(Algorithm 1, step 3; science.md §3).
+(Algorithm 1, step 3; docs/gdr.md).
 
 On folded data (rows scaled by 1/√n_i), f(x) = max_i ‖r_i‖, r_i = Â_{S_i}x - b̂_{S_i}, and
 

@@ -1,8 +1,8 @@
 """What every solver records: F at each of its iterations, wall-clock, linear solves.
 
 Index 0 is the common warm start (ERM). Gaps are read on the best-so-far curve (every arm
-keeps its lowest worst-group loss). Two gap definitions (the card notes the 1% reference
-is not stated): `gap_ratio` = (F - OPT)/(F(x₀) - OPT), the headline (what the
+keeps its lowest worst-group loss). Two gap definitions (the paper does not say what the
+1% is relative to): `gap_ratio` = (F - OPT)/(F(x₀) - OPT), the headline (what the
 third-party reproduction used), and `rel_gap` = (F - OPT)/OPT, reported beside it.
 """
 

@@ -3,7 +3,7 @@
     rayworks run lestd --preset smoke
     rayworks bench lestd --seeds 1            # LeSTD vs dense Tucker vs SVD (+ no-refit)
 
-Values follow the CPU recipe of the method card (reconstructed), scaled to the budgets:
+Values follow our reconstructed CPU recipe (`docs/lestd.md`), scaled to the budgets:
 a 4-layer, d = 128, 8-head (d_h = 16) char-level LM on Python stdlib files, MHA
 compression ratios {2, 4, 8, 16, 32}.
 """
@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.models import DecoderSpec
-from rayworks.platform.config import Config, PipelineConfig
 
 Method = Literal["lestd", "lestd_norefit", "tucker", "svd"]
 
@@ -119,19 +119,3 @@ class LeSTDConfig(PipelineConfig):
                 f"lm.seq_len={self.lm.seq_len} exceeds lm.model.max_seq_len={spec.max_seq_len}"
             )
         return self
-
-
-class LeSTDTuckerConfig(LeSTDConfig):
-    """Baseline arm: dense-core Tucker (TensorLLM-style) alone."""
-
-    presets = LeSTDConfig.presets
-    method: Method = Field("tucker", description="compression method this run reports")
-    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")
-
-
-class LeSTDSVDConfig(LeSTDConfig):
-    """Baseline arm: per-matrix truncated SVD alone."""
-
-    presets = LeSTDConfig.presets
-    method: Method = Field("svd", description="compression method this run reports")
-    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")

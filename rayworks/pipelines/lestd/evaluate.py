@@ -20,7 +20,7 @@ import time
 import torch
 from torch import Tensor, nn
 
-from rayworks.pipelines.lm.evaluate import loss_sum
+from rayworks.evals.lm_metrics import loss_sum
 
 
 @torch.no_grad()

@@ -12,14 +12,14 @@ Given the stage-1 basis (U1, U2) and core G = W x1 U1ᵀ x2 U2ᵀ (see `hooi.py`
   min ‖W - (M ⊙ G) x1 U1 x2 U2‖² over U1, U2 (orthonormal) and the surviving entries:
   each factor update is the exact constrained minimiser, an orthogonal Procrustes step
   U1 = polar(unfold_1(W x2 U2ᵀ) unfold_1(G)ᵀ) (likewise U2), and the core update is the
-  masked projection M ⊙ (W x1 U1ᵀ x2 U2ᵀ). So the error never increases. (The method card
-  suggests least squares + QR; Procrustes is the exact solution of that constrained step.)
+  masked projection M ⊙ (W x1 U1ᵀ x2 U2ᵀ). So the error never increases. (A least-squares
+  update followed by QR would only approximate that constrained step; Procrustes solves it.)
   With U fixed a core-only refit would be a no-op, which is why the factors move.
 - Without refit (ablation `lestd_norefit`): one-shot magnitude pruning of the HOOI core;
   iterating without refit selects the same entries.
 
-Ranks per compression ratio (reconstructed). The method card's fixed (R1, R2) = (64, 16)
-at d = 128 spends 8448 parameters on factors alone, above the 16x budget (4096), so ranks
+Ranks per compression ratio (reconstructed). A single fixed (R1, R2) = (64, 16)
+at d = 128 would spend 8448 parameters on factors alone, above the 16x budget (4096), so ranks
 are chosen per ratio from a grid: the (R1, R2) whose closed-form one-shot error
 ‖W‖² - ‖G‖² + Σ(pruned g²) at the budget's non-zero count is lowest.
 """

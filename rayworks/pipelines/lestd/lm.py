@@ -23,13 +23,13 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from rayworks.core.build_cache import digest, locked_build
+from rayworks.evals.lm_metrics import loss_sum
 from rayworks.models import decoder_for, load_causal_lm
 from rayworks.pipelines.lestd.config import StdlibLMConfig
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import prepare
-from rayworks.pipelines.lm.evaluate import loss_sum
 from rayworks.pipelines.lm.plain import plain_steps
-from rayworks.platform.build_cache import digest, locked_build
 
 
 def stdlib_files(n_files: int, max_file_kb: int) -> list[str]:

@@ -29,17 +29,12 @@ from rayworks.pipelines.lestd.compress import (
     compress_model,
     layer_memos,
 )
-from rayworks.pipelines.lestd.config import (
-    EvalConfig,
-    LeSTDConfig,
-    LeSTDSVDConfig,
-    LeSTDTuckerConfig,
-)
+from rayworks.pipelines.lestd.config import EvalConfig, LeSTDConfig
 from rayworks.pipelines.lestd.evaluate import attention_logit_error, bits_per_char, tokens_per_s
 from rayworks.pipelines.lestd.lm import cached_lm, load_lm
 from rayworks.pipelines.lestd.report import pass_rule, write_plot, write_table
 from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("logit_err", "weight_err", "achieved_ratio", "speedup", "dense_val_bpc")
 
@@ -133,25 +128,20 @@ def run_lestd(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
     "lestd",
     config=LeSTDConfig,
     kind="task",
-    baseline=("lestd_tucker", "lestd_svd"),
+    arms={
+        "lestd_tucker": Arm(
+            "Dense-core Tucker (TensorLLM-style) compression of MHA at matched ratios.",
+            {"method": "tucker", "compare": []},
+        ),
+        "lestd_svd": Arm(
+            "Per-matrix truncated SVD compression of MHA at matched ratios.",
+            {"method": "svd", "compare": []},
+        ),
+    },
     headline=("val_bpc", "min"),
     ablations={"norefit": ("method=lestd_norefit", "compare=[]")},
     report=REPORT,
 )
 def run(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
     """LeSTD (reconstructed): shared HOOI basis + sparse core of MHA weights vs baselines."""
-    return run_lestd(cfg, ctx)
-
-
-@pipeline("lestd_tucker", config=LeSTDTuckerConfig, kind="task", headline=("val_bpc", "min"),
-          report=REPORT)  # fmt: skip
-def run_tucker(cfg: LeSTDTuckerConfig, ctx: RunContext) -> dict[str, float]:
-    """Dense-core Tucker (TensorLLM-style) compression of MHA at matched ratios."""
-    return run_lestd(cfg, ctx)
-
-
-@pipeline("lestd_svd", config=LeSTDSVDConfig, kind="task", headline=("val_bpc", "min"),
-          report=REPORT)  # fmt: skip
-def run_svd(cfg: LeSTDSVDConfig, ctx: RunContext) -> dict[str, float]:
-    """Per-matrix truncated SVD compression of MHA at matched ratios."""
     return run_lestd(cfg, ctx)

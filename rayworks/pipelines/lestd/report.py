@@ -11,7 +11,8 @@ RIVALS = ("tucker", "svd", "lestd_norefit")
 
 
 def pass_rule(table: list[dict[str, Any]], method: str) -> dict[str, float]:
-    """Method card's rule: at ratios >= 16, LeSTD bits/char below Tucker, SVD and no-refit.
+    """Our pass rule (reconstructed, `docs/lestd.md`): at ratios >= 16, LeSTD bits/char below
+    Tucker, SVD and no-refit.
 
     Only evaluated when `method` is `lestd` and some ratio >= 16 has every rival in the
     table; an unreachable rival counts as beaten, an unreachable LeSTD as a failure.
@@ -65,12 +66,10 @@ def write_table(ctx: RunContext, table: list[dict[str, Any]], dense_bpc: float) 
 
 
 def write_plot(path: Path, table: list[dict[str, Any]], dense_bpc: float) -> Path:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = subplots(figsize=(6, 4))
     for method in dict.fromkeys(r["method"] for r in table):
         pts = [
             (r["ratio"], r["val_bpc"]) for r in table if r["method"] == method and r["reachable"]
@@ -85,5 +84,4 @@ def write_plot(path: Path, table: list[dict[str, Any]], dense_bpc: float) -> Pat
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.models import DecoderSpec, TokenizerSpec
-from rayworks.platform.config import Config, PipelineConfig
 
 
 class DataConfig(Config):

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import torch
 
 from rayworks.data.tasks import get_task
+from rayworks.evals.lm_metrics import exact_match, loss_sum, perplexity
 from rayworks.models import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, batch_rows, prepare
-from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
 from rayworks.pipelines.lm.train_loop import lr_at
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import pipeline

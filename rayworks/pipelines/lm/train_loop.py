@@ -21,12 +21,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rayworks.core import checkpoint as ckpt
 from rayworks.data.tasks import get_task
+from rayworks.evals.lm_metrics import exact_match, loss_sum, perplexity
 from rayworks.models import decoder_for, load_causal_lm, load_tokenizer
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import LMData, batch_rows, data_state
-from rayworks.pipelines.lm.evaluate import exact_match, loss_sum, perplexity
-from rayworks.platform import checkpoint as ckpt
 from rayworks.platform.atomic import save_model_dir
 from rayworks.platform.context import RunContext
 

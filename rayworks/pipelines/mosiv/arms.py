@@ -2,7 +2,7 @@
 Ray task): build the scene, fit or select, roll the estimate out over observed + future
 frames and score it against the clean truth.
 
-Arms (methods card §1): objectwise (a, MOSIV-2D), scenewise (b), cd_only (c), sil_only (d),
+Arms (`docs/mosiv.md`): objectwise (a, MOSIV-2D), scenewise (b), cd_only (c), sil_only (d),
 prototype (e, mixed K = 5 library), prototype_oracle (f, true family, library parameters).
 """
 

@@ -1,13 +1,13 @@
 """Configs of `mosiv` (continuous per-object fitting through a differentiable 2D MPM) and
-its baselines `mosiv_scenewise`, `mosiv_prototype`, `mosiv_prototype_oracle` (methods card
-perception.md §1).
+its baselines `mosiv_scenewise`, `mosiv_prototype`, `mosiv_prototype_oracle`
+(`docs/mosiv.md`).
 
     rayworks run mosiv --preset smoke
     rayworks bench mosiv --preset default --seeds 1
 
-The card's CPU recipe is itself reconstructed; the default here scales it down further to
-fit a ~10-minute bench on a loaded 2-core machine. Every reduction is a key below, with the
-card's value in its description.
+Our 2D CPU recipe is itself reconstructed from the paper's setup; the defaults here scale it
+down further to fit a ~10-minute bench on a loaded 2-core machine. Every reduction is a key
+below, with the recipe's value ("recipe") and, where known, the paper's in its description.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["objectwise", "scenewise", "cd_only", "sil_only", "prototype", "prototype_oracle"]
 Pair = Literal[
@@ -30,19 +30,19 @@ def _range(lo: float, hi: float, what: str):
 
 
 class SceneConfig(Config):
-    """Procedural two-object collision scenes (all reconstructed; card: 2D, 4 pairs)."""
+    """Procedural two-object collision scenes (all reconstructed; recipe: 2D, 4 pairs)."""
 
-    n_scenes: int = Field(4, ge=1, le=24, description="scenes (card: 4 pairs)")
+    n_scenes: int = Field(4, ge=1, le=24, description="scenes (recipe: 4 pairs)")
     pairs: list[Pair] = Field(
         default_factory=lambda: ["elastic-elastic", "elastic-plasticine",
                                  "plasticine-plasticine", "elastic-sand"],
-        min_length=1, description="material pair of scene i = pairs[i % len] (card's four)",
+        min_length=1, description="material pair of scene i = pairs[i % len] (the recipe's four)",
     )  # fmt: skip
-    grid_n: int = Field(24, ge=12, le=128, description="grid nxn, dx = 1/n (card: 48)")
-    dt: float = Field(6e-4, gt=0, le=2e-3, description="substep τ in s (paper 1/4800; card 2e-4)")
-    substeps: int = Field(16, ge=1, description="substeps per frame (card: 100)")
-    frames_observed: int = Field(10, ge=2, description="observed frames (card: 20)")
-    frames_future: int = Field(10, ge=1, description="future frames (card: 20)")
+    grid_n: int = Field(24, ge=12, le=128, description="grid nxn, dx = 1/n (recipe: 48)")
+    dt: float = Field(6e-4, gt=0, le=2e-3, description="substep τ in s (paper 1/4800; recipe 2e-4)")
+    substeps: int = Field(16, ge=1, description="substeps per frame (recipe: 100)")
+    frames_observed: int = Field(10, ge=2, description="observed frames (recipe: 20)")
+    frames_future: int = Field(10, ge=1, description="future frames (recipe: 20)")
     gravity: float = Field(9.8, ge=0, description="gravity (m/s², domain = 1 m)")
     object_size: float = Field(0.09, gt=0.02, lt=0.2, description="half-size of each shape")
     separation: float = Field(0.34, gt=0, lt=0.8, description="initial centre distance")
@@ -54,9 +54,9 @@ class SceneConfig(Config):
     yield_range: tuple[float, float] = _range(3.0, 10.0, "von Mises yield stress τ_Y")
     friction_angle_range: tuple[float, float] = _range(25.0, 40.0, "sand friction angle (deg)")
     floor_mu_range: tuple[float, float] = _range(0.1, 0.6, "floor Coulomb µ_k")
-    n_points: int = Field(128, ge=8, description="observed surface points per object (card 128)")
-    noise: float = Field(0.01, ge=0, description="point noise std / object extent (card 0.01)")
-    image_res: int = Field(64, ge=8, description="silhouette resolution (card 64²)")
+    n_points: int = Field(128, ge=8, description="observed surface points per object (recipe 128)")
+    noise: float = Field(0.01, ge=0, description="point noise std / object extent (recipe 0.01)")
+    image_res: int = Field(64, ge=8, description="silhouette resolution (recipe 64²)")
     splat_sigma: float = Field(0.5, gt=0, description="splat sigma in grid cells (reconstructed)")
     splat_gain: float = Field(1.0, gt=0, description="splat gain (reconstructed)")
 
@@ -77,16 +77,16 @@ class SceneConfig(Config):
 class FitConfig(Config):
     """Gradient fitting of the continuous per-object parameters (Eq. 3, step 5)."""
 
-    iterations: int = Field(20, ge=1, description="Adam iterations in all (card 60; paper 200)")
-    lr: float = Field(0.05, gt=0, description="Adam lr on log E, logits, v0 (card 0.05)")
+    iterations: int = Field(20, ge=1, description="Adam iterations in all (recipe 60; paper 200)")
+    lr: float = Field(0.05, gt=0, description="Adam lr on log E, logits, v0 (recipe 0.05)")
     horizons: list[int] = Field(
         default_factory=lambda: [4, 7, 10], min_length=1,
-        description="horizon curriculum in frames, equal iteration shares (card 5→10→20)",
+        description="horizon curriculum in frames, equal iteration shares (recipe 5→10→20)",
     )  # fmt: skip
-    grad_clip: float = Field(1.0, gt=0, description="gradient-norm clip (card 1.0)")
+    grad_clip: float = Field(1.0, gt=0, description="gradient-norm clip (recipe 1.0)")
     lambda_cd: float = Field(1.0, ge=0, description="λ_CD of Eq. 3 (paper: not given)")
     sil_weight: float = Field(1.0, ge=0, description="weight of the mean-L1 silhouette term")
-    init_log_E_offset: float = Field(1.0, ge=0, description="init log E = truth ± this (card 1)")
+    init_log_E_offset: float = Field(1.0, ge=0, description="init log E = truth ± this (recipe 1)")
     log_E_bounds: tuple[float, float] = Field(
         (3.0, 6.6), description="log E kept in these bounds (explicit-step stability, CFL)"
     )
@@ -110,7 +110,7 @@ class PrototypeConfig(Config):
         default_factory=lambda: [("elastic", 0.25), ("elastic", 0.75), ("plasticine", 0.25),
                                  ("plasticine", 0.75), ("sand", 0.5)],
         description="(family, q): K=5 mixed prototypes, every parameter at quantile q of "
-        "its range (card: K = 5)",
+        "its range (recipe: K = 5)",
     )  # fmt: skip
     oracle_quantiles: list[float] = Field(
         default_factory=lambda: [0.1, 0.3, 0.5, 0.7, 0.9],
@@ -154,26 +154,3 @@ class MosivConfig(PipelineConfig):
             raise ValueError(f"fit.velocity_frames={f.velocity_frames} exceeds "
                              f"scene.frames_observed={s.frames_observed}")  # fmt: skip
         return self
-
-
-class _BaselineArm(MosivConfig):
-    compare: list[Arm] = Field(default_factory=list, description="arms also run (none)")
-    gif: bool = Field(False, description="rollout GIF (method run only)")
-
-
-class MosivScenewiseConfig(_BaselineArm):
-    """Baseline (b): the same fit with one Chamfer over the union and one mask per view."""
-
-    arm: Arm = Field("scenewise", description="arm this run reports")
-
-
-class MosivPrototypeConfig(_BaselineArm):
-    """Baseline (e): per-object prototype selection from a mixed K = 5 library (OPGS-like)."""
-
-    arm: Arm = Field("prototype", description="arm this run reports")
-
-
-class MosivPrototypeOracleConfig(_BaselineArm):
-    """Baseline (f): prototype selection among library parameters of the true family."""
-
-    arm: Arm = Field("prototype_oracle", description="arm this run reports")

@@ -1,4 +1,4 @@
-"""Constitutive laws of the 2D MPM (MOSIV Stage III; methods card §1 step 6): Kirchhoff
+"""Constitutive laws of the 2D MPM (MOSIV Stage III; the paper's constitutive models): Kirchhoff
 stresses and plastic return maps, per particle, on (N, 2, 2) deformation gradients.
 
 - elastic: neo-Hookean, τ = μ(FFᵀ - I) + λ log J · I;

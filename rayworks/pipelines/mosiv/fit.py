@@ -1,4 +1,4 @@
-"""The MOSIV algorithm on a 2D scene (arXiv 2603.06022; methods card perception.md §1):
+"""The MOSIV algorithm on a 2D scene (arXiv 2603.06022; `docs/mosiv.md`):
 fit continuous per-object material parameters θ_k (and initial velocities) through the
 differentiable MPM with the geometry-aligned, object-wise loss of Eq. 3, and the baselines
 that share this file's loss: the scene-wise loss and discrete prototype selection.

@@ -1,4 +1,4 @@
-"""Differentiable 2D MLS-MPM (MOSIV Stage III, z_{n+1} = T(z_n; Θ); methods card §1 step 3).
+"""Differentiable 2D MLS-MPM (MOSIV Stage III, z_{n+1} = T(z_n; Θ)).
 
 One substep: particle-to-grid (quadratic B-spline weights over the 3x3 stencil, APIC
 affine momentum plus the MLS stress term -dt·V·(4/dx²)·τ), grid update (momentum → velocity,

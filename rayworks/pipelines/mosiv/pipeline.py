@@ -1,10 +1,11 @@
 """`rayworks run mosiv` / `rayworks bench mosiv`: MOSIV multi-object system identification,
-2D (arXiv 2603.06022; methods card perception.md §1).
+2D (arXiv 2603.06022; `docs/mosiv.md`).
 
 One run builds `scene.n_scenes` procedural two-object collision scenes (`scenes.py`) and
 fans out every (arm, scene) as one Ray task (`arms.arm_piece`): the reported arm plus the
 `compare` arms. Per arm: means over scenes of Chamfer/EMD/silhouette IoU on observed and
-future frames and per-object parameter errors; the method run adds the card's pass rule.
+future frames and per-object parameter errors; the method run adds the pass rule
+(`report.pass_rule`).
 Artifacts: `table.jsonl`, `table.md`, `cd_by_arm.png`, `rollout.gif` (scene 0).
 Headline: `future_cd` (min). Ablations (bench): `cd_only` (c) and `sil_only` (d).
 """
@@ -14,16 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from rayworks.pipelines.mosiv.arms import arm_piece
-from rayworks.pipelines.mosiv.config import (
-    MosivConfig,
-    MosivPrototypeConfig,
-    MosivPrototypeOracleConfig,
-    MosivScenewiseConfig,
-)
+from rayworks.pipelines.mosiv.config import MosivConfig
 from rayworks.pipelines.mosiv.report import aggregate, pass_rule, write_gif, write_plot, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("observed_cd", "future_emd", "future_iou", "log_E_err", "pass_rule")
 LOGGED = ("observed_cd", "future_emd", "observed_emd", "future_iou",
@@ -70,7 +66,20 @@ def run_mosiv(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
     "mosiv",
     config=MosivConfig,
     kind="task",
-    baseline=("mosiv_prototype", "mosiv_prototype_oracle", "mosiv_scenewise"),
+    arms={
+        "mosiv_prototype": Arm(
+            "Baseline (e): discrete per-object prototype selection from a mixed library.",
+            {"arm": "prototype", "compare": [], "gif": False},
+        ),
+        "mosiv_prototype_oracle": Arm(
+            "Baseline (f): prototype selection with the oracle constitutive family.",
+            {"arm": "prototype_oracle", "compare": [], "gif": False},
+        ),
+        "mosiv_scenewise": Arm(
+            "Baseline (b): the same fit with the scene-wise (union) Chamfer + silhouette loss.",
+            {"arm": "scenewise", "compare": [], "gif": False},
+        ),
+    },
     headline=("future_cd", "min"),
     ablations={"cd_only": ("arm=cd_only", "compare=[]", "gif=false"),
                "sil_only": ("arm=sil_only", "compare=[]", "gif=false")},
@@ -78,25 +87,4 @@ def run_mosiv(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
 )  # fmt: skip
 def run(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
     """Continuous per-object parameters through a differentiable 2D MPM, object-wise loss."""
-    return run_mosiv(cfg, ctx)
-
-
-@pipeline("mosiv_scenewise", config=MosivScenewiseConfig, kind="task",
-          headline=("future_cd", "min"), report=REPORT)  # fmt: skip
-def run_scenewise(cfg: MosivScenewiseConfig, ctx: RunContext) -> dict[str, float]:
-    """Baseline (b): the same fit with the scene-wise (union) Chamfer + silhouette loss."""
-    return run_mosiv(cfg, ctx)
-
-
-@pipeline("mosiv_prototype", config=MosivPrototypeConfig, kind="task",
-          headline=("future_cd", "min"), report=REPORT)  # fmt: skip
-def run_prototype(cfg: MosivPrototypeConfig, ctx: RunContext) -> dict[str, float]:
-    """Baseline (e): discrete per-object prototype selection from a mixed library."""
-    return run_mosiv(cfg, ctx)
-
-
-@pipeline("mosiv_prototype_oracle", config=MosivPrototypeOracleConfig, kind="task",
-          headline=("future_cd", "min"), report=REPORT)  # fmt: skip
-def run_prototype_oracle(cfg: MosivPrototypeOracleConfig, ctx: RunContext) -> dict[str, float]:
-    """Baseline (f): prototype selection with the oracle constitutive family."""
     return run_mosiv(cfg, ctx)

@@ -1,4 +1,4 @@
-"""Observation operators (emulating MOSIV's Stage-I output; methods card §1, CPU recipe):
+"""Observation operators (emulating MOSIV's Stage-I output, as our CPU recipe does):
 soft per-object silhouettes from two orthographic "cameras" and the Chamfer/EMD/IoU metrics.
 
 View 0 is a resxres image of the xy plane, view 1 a 1D projection onto x (a camera looking

@@ -1,4 +1,4 @@
-"""Per-arm aggregation, the card's pass rule, the results table (jsonl + md), the bar plot
+"""Per-arm aggregation, the pass rule, the results table (jsonl + md), the bar plot
 and the fitted-vs-true rollout GIF (matplotlib's PillowWriter)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _nanmean(values: list[float]) -> float:
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Means over scenes (geometry) and over scenes x objects (parameters); the elastic
-    objects' log E error separately (the card's pass rule reads it)."""
+    objects' log E error separately (the pass rule reads it)."""
     out = {key: _nanmean([r[key] for r in rows]) for key in GEOMETRY}
     for key in PARAMS:
         out[key] = _nanmean([r[f"obj{k}_{key}"] for r in rows for k in range(2)])
@@ -36,9 +36,9 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def pass_rule(per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: float
               ) -> dict[str, float]:  # fmt: skip
-    """Card: CD_fut(a) ≤ ratio·CD_fut(e) and ≤ ratio·CD_fut(f), CD_fut(a) ≤ CD_fut(b)
-    (means over the scenes), and |log E - log E*| < tol on elastic objects under (a).
-    Only in runs holding all four arms."""
+    """Pass rule (reconstructed): CD_fut(a) ≤ ratio·CD_fut(e) and ≤ ratio·CD_fut(f),
+    CD_fut(a) ≤ CD_fut(b) (means over the scenes), and |log E - log E*| < tol on elastic
+    objects under (a). Only in runs holding all four arms."""
     need = ("objectwise", "scenewise", "prototype", "prototype_oracle")
     if not all(a in per_arm for a in need):
         return {}
@@ -82,14 +82,12 @@ def write_table(ctx: RunContext, rows: list[dict[str, Any]],
 
 def write_plot(folder: Path, per_arm: dict[str, dict[str, float]]) -> None:
     """cd_by_arm.png: observed and future CD per arm (log scale) and elastic log E error."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     arms = list(per_arm)
     pos = np.arange(len(arms))
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax0, ax1) = subplots(1, 2, figsize=(10, 4))
     for off, key in ((-0.2, "observed_cd"), (0.2, "future_cd")):
         ax0.bar(pos + off, [per_arm[a][key] for a in arms], width=0.4, label=key)
     ax0.set_yscale("log")
@@ -101,7 +99,6 @@ def write_plot(folder: Path, per_arm: dict[str, dict[str, float]]) -> None:
     ax0.legend()
     fig.tight_layout()
     fig.savefig(folder / "cd_by_arm.png", dpi=110)
-    plt.close(fig)
 
 
 def write_gif(folder: Path, rows: list[dict[str, Any]], frames_observed: int) -> Path | None:
@@ -110,14 +107,13 @@ def write_gif(folder: Path, rows: list[dict[str, Any]], frames_observed: int) ->
     kept = [r for r in rows if "rollout" in r]
     if not kept:
         return None
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation, PillowWriter
 
+    from rayworks.platform.figures import subplots
+
     truth, obj = np.asarray(kept[0]["truth"]), np.asarray(kept[0]["obj"])
-    fig, axes = plt.subplots(1, len(kept), figsize=(3 * len(kept), 3.2), squeeze=False)
+    fig, axes = subplots(1, len(kept), figsize=(3 * len(kept), 3.2), squeeze=False)
 
     def draw(t: int) -> None:
         for ax, r in zip(axes[0], kept, strict=True):
@@ -135,5 +131,4 @@ def write_gif(folder: Path, rows: list[dict[str, Any]], frames_observed: int) ->
     anim = FuncAnimation(fig, draw, frames=len(truth))
     path = folder / "rollout.gif"
     anim.save(path, writer=PillowWriter(fps=5))
-    plt.close(fig)
     return path

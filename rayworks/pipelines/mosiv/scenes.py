@@ -1,6 +1,6 @@
-"""Procedural two-object collision scenes and their observations (methods card §1, CPU
-recipe; all reconstructed): two shapes of given constitutive families thrown at each other
-so they collide mid-air and land, simulated with the true parameters by `mpm.py`.
+"""Procedural two-object collision scenes and their observations (our CPU recipe,
+`docs/mosiv.md`; all reconstructed): two shapes of given constitutive families thrown at
+each other so they collide mid-air and land, simulated with the true parameters by `mpm.py`.
 
 Observations (emulating Stage I, as in the paper's noise-sensitivity study): per object a
 fixed subset of `n_points` true particles plus Gaussian noise `noise`·extent, and soft

@@ -1,7 +1,7 @@
 """Audio features without extra dependencies: log-mel (torch.stft + our own mel filterbank),
 YIN F0 on the waveform, frame energy, Griffin-Lim inversion and 16-bit wav I/O.
 
-Conventions (card's CPU recipe, reconstructed): 16 kHz audio, n_fft 1024, hop 256, 80 mel
+Conventions (our CPU recipe, reconstructed): 16 kHz audio, n_fft 1024, hop 256, 80 mel
 bins from 0 to 8 kHz, natural-log magnitude mel clamped at 1e-5. Frames are centred
 (`torch.stft(center=True)`), so frame t covers samples around t·hop; YIN uses the same
 centring so F0, energy and mel frames line up one to one.
@@ -144,7 +144,7 @@ def write_wav(path: str | Path, wav: np.ndarray, sr: int = SR) -> None:
 
 
 def resample(wav: np.ndarray, sr_in: int, sr_out: int = SR) -> np.ndarray:
-    """Polyphase resampling (espeak-ng writes 22.05 kHz; we keep 16 kHz as the card says)."""
+    """Polyphase resampling (espeak-ng writes 22.05 kHz; we keep our recipe's 16 kHz)."""
     if sr_in == sr_out:
         return wav.astype(np.float32)
     g = np.gcd(sr_in, sr_out)

@@ -1,13 +1,14 @@
 """Configs of `mvc` (MambaVoiceCloning conditioning stack) and its baseline `mvc_attn`
-(attention/LSTM stack, StyleTTS2-like), generative.md §2.
+(attention/LSTM stack, StyleTTS2-like); user's guide: `docs/mvc.md`.
 
     rayworks run mvc --preset smoke
     rayworks bench mvc --preset default --seeds 1
 
 Every arm trains its conditioning stack under one fixed decoder (pretrained once on
-ground-truth features and frozen, cached with the corpus). Values follow the card's CPU
-recipe scaled down to fit the bench budget on a loaded 2-core machine; every reduction and
-every reconstructed choice is a key here with the card's value in its description.
+ground-truth features and frozen, cached with the corpus). Values follow our CPU
+recipe (reconstructed: an espeak-ng corpus stands in for the paper's LJSpeech / LibriTTS),
+scaled down to fit the bench budget on a loaded 2-core machine; every reduction and every
+reconstructed choice is a key here with the recipe's value ("recipe") in its description.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["mvc", "attn"]
 Fusion = Literal["gated", "concat"]
@@ -24,22 +25,22 @@ StyleMode = Literal["adaln", "concat"]
 
 
 class CorpusConfig(Config):
-    """espeak-ng corpus (all reconstructed: the card's CPU recipe)."""
+    """espeak-ng corpus (all reconstructed: our CPU recipe)."""
 
     espeak_bin: str = Field("espeak-ng", description="espeak-ng program (Debian package)")
     seed: int = Field(0, ge=0, description="seed of the sentence grammar and speaker draw")
-    n_utterances: int = Field(200, ge=10, description="utterances (card: 1500; scaled down)")
-    min_words: int = Field(3, ge=1, description="shortest sentence in words (card: 3)")
-    max_words: int = Field(12, ge=1, description="longest sentence in words (card: 12)")
+    n_utterances: int = Field(200, ge=10, description="utterances (recipe: 1500; scaled down)")
+    min_words: int = Field(3, ge=1, description="shortest sentence in words (recipe: 3)")
+    max_words: int = Field(12, ge=1, description="longest sentence in words (recipe: 12)")
     voices: list[str] = Field(
         default_factory=lambda: ["en-us", "en-gb", "en-us+m3", "en-us+f2", "en-gb+m7",
                                  "en-gb+f4", "en-us+m1", "en-us+f5"],
-        description="espeak-ng voices / variants (card: 8)",
+        description="espeak-ng voices / variants (recipe: 8)",
     )  # fmt: skip
-    pitches: list[int] = Field(default_factory=lambda: [35, 50, 65], description="-p (card)")
-    speeds: list[int] = Field(default_factory=lambda: [140, 175], description="-s (card)")
-    val_fraction: float = Field(0.1, gt=0, lt=0.5, description="validation share (card 150/1500)")
-    test_fraction: float = Field(0.1, gt=0, lt=0.5, description="test share (card 150/1500)")
+    pitches: list[int] = Field(default_factory=lambda: [35, 50, 65], description="-p (recipe)")
+    speeds: list[int] = Field(default_factory=lambda: [140, 175], description="-s (recipe)")
+    val_fraction: float = Field(0.1, gt=0, lt=0.5, description="validation share (recipe 150/1500)")
+    test_fraction: float = Field(0.1, gt=0, lt=0.5, description="test share (recipe 150/1500)")
     aligner_iters: int = Field(5, ge=1, description="hard-EM rounds of the MAS aligner")
     n_wav_samples: int = Field(2, ge=0, description="test utterances kept as audio samples")
     workers: int = Field(2, ge=1, le=16, description="espeak-ng processes run side by side")
@@ -82,8 +83,8 @@ class RecognizerConfig(Config):
 class StackConfig(Config):
     """One conditioning stack (text encoder + duration + prosody predictors)."""
 
-    width: int = Field(64, ge=8, description="hidden size (card: 128; paper: 512)")
-    text_layers: int = Field(2, ge=1, description="sequence-mixer layers (card: 4; paper: 6)")
+    width: int = Field(64, ge=8, description="hidden size (recipe: 128; paper: 512)")
+    text_layers: int = Field(2, ge=1, description="sequence-mixer layers (recipe: 4; paper: 6)")
     conv_layers: int = Field(2, ge=0, description="grouped conv blocks before each mixer (paper 6)")
     heads: int = Field(2, ge=1, description="attention heads of the baseline's Transformer")
     d_state: int = Field(4, ge=1, description="Mamba state size N (paper: 16; CPU time)")
@@ -107,7 +108,7 @@ class TrainConfig(Config):
     """Stack training (teacher-forced alignment; the aligner is dropped at inference)."""
 
     steps: int = Field(
-        150, ge=1, description="optimizer steps (card: ≈15 CPU-min per arm; ours ≈1)"
+        150, ge=1, description="optimizer steps (recipe: ≈15 CPU-min per arm; ours ≈1)"
     )
     batch: int = Field(8, ge=1, description="utterances per step (paper: 8)")
     lr: float = Field(2e-3, gt=0, description="Adam lr (paper 1e-4 at 512 wide; ours is tiny)")
@@ -124,13 +125,13 @@ class ScalingConfig(Config):
     """Encoder throughput / peak memory vs sequence length (1 layer, batch 1)."""
 
     lengths: list[int] = Field(
-        default_factory=lambda: [256, 1024, 4096, 16384], description="T (card's list)"
+        default_factory=lambda: [256, 1024, 4096, 16384], description="T (the recipe's list)"
     )
     attn_max_len: int = Field(
         16384, ge=16, description="longest T for the attention encoder (its T² scores: 16k = 1 GiB "
         "per head; lower it on a small machine)",
     )  # fmt: skip
-    width: int = Field(128, ge=8, description="encoder width (card: 128)")
+    width: int = Field(128, ge=8, description="encoder width (recipe: 128)")
     repeats: int = Field(1, ge=1, description="timed forwards per point (best kept)")
     fit_from: int = Field(1024, ge=1, description="log-log slopes use T ≥ this")
 
@@ -165,7 +166,7 @@ class MVCConfig(PipelineConfig):
         default_factory=ScalingConfig, description="encoder scaling benchmark; null = skip"
     )
     griffin_lim_iters: int = Field(32, ge=1, description="Griffin-Lim iterations (listening only)")
-    parity_tolerance: float = Field(0.05, gt=0, description="pass rule: |b/a - 1| ≤ this (card 5%)")
+    parity_tolerance: float = Field(0.05, gt=0, description="pass rule: |b/a-1| ≤ this (recipe 5%)")
     slope_band: tuple[float, float] = Field(
         (0.8, 1.25), description="pass rule: log-log slope counted as linear (reconstructed)"
     )

@@ -1,6 +1,6 @@
 """The local speech corpus: template-grammar sentences spoken by `espeak-ng` with several
 voices, pitches and speeds, converted to 16 kHz log-mel, F0 (YIN), energy, espeak-ng
-phonemes and MAS durations (card's CPU recipe; everything here is reconstructed).
+phonemes and MAS durations (our CPU recipe; everything here is reconstructed).
 
 `build_corpus` runs espeak-ng once per utterance (`-w` for audio, `-q -x --sep=_` for the
 phonemes of the same voice's language), resamples its 22.05 kHz output to 16 kHz, and

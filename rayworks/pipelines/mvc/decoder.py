@@ -1,5 +1,5 @@
 """The one fixed decoder shared by every arm, its style encoder, the batch collation, and
-its pretraining on ground-truth features (reconstructed: the card's "conv + AdaIN from
+its pretraining on ground-truth features (reconstructed, our recipe: "conv + AdaIN from
 upsampled phoneme features + F0 + energy + style to mel, L1 mel loss").
 
     mel = Decoder(phonemes, durations, F0, voicing, energy, style)

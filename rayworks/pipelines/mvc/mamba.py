@@ -9,8 +9,8 @@ recurrence inside it is either a step loop (`parallel=False`, the default: faste
 at our sizes, measured) or an associative scan (`parallel=True`: Hillis-Steele doubling
 over (a, b) pairs, log2(chunk) full-width steps, the GPU-friendly form). Only products of
 decays ≤ 1 appear (no exp/log rescaling that could overflow). Memory is O(B·chunk·E·N) for
-the scan plus O(B·T·E) for its output: linear in T. No CUDA kernels and no `mambapy` (the
-card named it; the issue asks for our own scan).
+the scan plus O(B·T·E) for its output: linear in T. No CUDA kernels and no `mambapy` (a
+pure-PyTorch Mamba on PyPI): the scan is our own.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`rayworks run mvc` / `rayworks bench mvc`: MambaVoiceCloning's SSM-only conditioning
 stack (arm b) against the attention/LSTM stack (`mvc_attn`, arm a) under one fixed decoder
-on a local espeak-ng corpus (generative.md §2; the CPU recipe is reconstructed).
+on a local espeak-ng corpus (`docs/mvc.md`; the CPU recipe is reconstructed).
 
 One run: build or find the cached corpus (`corpus.py`), pretrain or find the cached fixed
 decoder and CTC recognizer (`shared.py`, two parallel pieces), then fan out every arm

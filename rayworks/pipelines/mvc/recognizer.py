@@ -1,5 +1,5 @@
 """A small CTC phoneme recognizer trained on ground-truth mels: the phoneme error rate of
-synthesized mels under it is our WER proxy (card's CPU recipe, reconstructed)."""
+synthesized mels under it is our WER proxy (our CPU recipe, reconstructed)."""
 
 from __future__ import annotations
 

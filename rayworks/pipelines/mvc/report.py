@@ -1,5 +1,5 @@
-"""The run's table (jsonl + markdown), its plots (scaling, loss curves) and the card's
-pass rule."""
+"""The run's table (jsonl + markdown), its plots (scaling, loss curves) and the pass
+rule (`docs/mvc.md`)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ def pass_rule(
     method: dict[str, Any], base: dict[str, Any] | None, slope: dict[str, float],
     tolerance: float, band: tuple[float, float],
 ) -> dict[str, float]:  # fmt: skip
-    """Card: (b) within ±tolerance of (a) on MCD and log-F0 RMSE; (b)'s encoder time and
-    peak memory grow linearly (log-log slope in `band`) while (a)'s memory grows faster
-    (slope above the band). Only in runs that trained (a) and ran the scaling benchmark."""
+    """Pass rule (reconstructed): (b) within ±tolerance of (a) on MCD and log-F0 RMSE; (b)'s
+    encoder time and peak memory grow linearly (log-log slope in `band`) while (a)'s memory
+    grows faster (slope above the band). Only in runs that trained (a) and ran the scaling
+    benchmark."""
     if base is None or "mvc_mem_slope" not in slope or "attn_mem_slope" not in slope:
         return {}
     checks = {
@@ -74,12 +75,10 @@ def write_table(
 
 def write_plots(ctx: RunContext, arms: list[dict[str, Any]], scaling: list[dict[str, Any]]) -> None:
     """loss_curves.png (every arm) and, with a scaling benchmark, scaling.png (log-log)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = subplots(figsize=(6, 4))
     for a in arms:
         steps, _, mel = zip(*a["curve"], strict=True) if a["curve"] else ((), (), ())
         ax.plot(steps, mel, label=a["label"])
@@ -87,10 +86,9 @@ def write_plots(ctx: RunContext, arms: list[dict[str, Any]], scaling: list[dict[
     ax.legend()
     fig.tight_layout()
     fig.savefig(ctx.artifacts_dir / "loss_curves.png", dpi=100)
-    plt.close(fig)
     if not scaling:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = subplots(1, 2, figsize=(10, 4))
     for piece in scaling:
         ts = [r["T"] for r in piece["rows"]]
         axes[0].loglog(ts, [r["seconds"] for r in piece["rows"]], "o-", label=piece["encoder"])
@@ -101,4 +99,3 @@ def write_plots(ctx: RunContext, arms: list[dict[str, Any]], scaling: list[dict[
         ax.legend()
     fig.tight_layout()
     fig.savefig(ctx.artifacts_dir / "scaling.png", dpi=100)
-    plt.close(fig)

@@ -1,5 +1,5 @@
-"""Encoder throughput and peak activation memory against sequence length (the card's
-scaling check: MVC linear in T, attention quadratic in memory).
+"""Encoder throughput and peak activation memory against sequence length (the pass
+rule's scaling check: MVC linear in T, attention quadratic in memory).
 
 Peak memory is measured exactly, without a GPU: a `TorchDispatchMode` sees every tensor an
 operator allocates, adds its storage's bytes to a live total and subtracts them when the

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
+from rayworks.core import checkpoint as ckpt
 from rayworks.pipelines.mvc.corpus import cached, config_key, load_or_build, read_corpus
 from rayworks.pipelines.mvc.decoder import Decoder, pretrain_decoder
 from rayworks.pipelines.mvc.recognizer import Recognizer, train_recognizer
-from rayworks.platform import checkpoint as ckpt
 
 FIXED_SEED = 0
 

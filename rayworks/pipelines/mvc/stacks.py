@@ -1,4 +1,4 @@
-"""The conditioning stacks compared under the fixed decoder (generative.md §2, arms a-d)
+"""The conditioning stacks compared under the fixed decoder (`docs/mvc.md`, arms a-d)
 and the streaming causal encoder. This file is the method: read it top to bottom.
 
 Every stack maps (phonemes, style) to what the decoder consumes — per-phoneme durations

@@ -19,13 +19,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rayworks.core import checkpoint as ckpt
 from rayworks.pipelines.mvc.corpus import Corpus, read_corpus
 from rayworks.pipelines.mvc.decoder import Batch, Decoder, collate, references, speaker_pools
 from rayworks.pipelines.mvc.evaluate import evaluate_stack
 from rayworks.pipelines.mvc.layers import length_mask, masked_l1
 from rayworks.pipelines.mvc.shared import load_decoder, load_recognizer
 from rayworks.pipelines.mvc.stacks import ConditioningStack
-from rayworks.platform import checkpoint as ckpt
 from rayworks.platform.context import RunContext
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from rayworks.core.build_cache import locked_build, settings_digest
 from rayworks.pipelines.pft import baselines
 from rayworks.pipelines.pft.evaluate import scores
 from rayworks.pipelines.pft.model import SourceModel, cached_source, train_source
@@ -33,7 +34,6 @@ from rayworks.pipelines.pft.pft import (
     translator_state,
 )
 from rayworks.pipelines.pft.subjects import source_frames, target_subject
-from rayworks.platform.build_cache import locked_build, settings_digest
 
 
 def replicate_seed(seed: int, replicate: int) -> int:

@@ -1,4 +1,4 @@
-"""The baselines of `pft` (card §2 arms), each a pure function model, frames -> adapted
+"""The baselines of `pft` (the arms of `docs/pft.md`), each a pure function model, frames -> adapted
 model, with the same adaptation budget (epochs, batch, lr) as PFT:
 
 - AdaBN (Li et al. 2016): every BN layer's statistics re-estimated on the target frames.

@@ -1,11 +1,12 @@
 """Configs of `pft` (personalised feature translation) and its baselines `pft_source`,
-`pft_adabn`, `pft_tent`, `pft_shot`, `pft_neutral_ce`, `pft_oracle` (perception.md §2).
+`pft_adabn`, `pft_tent`, `pft_shot`, `pft_neutral_ce`, `pft_oracle` (`docs/pft.md`).
 
     rayworks run pft --preset smoke
     rayworks bench pft --preset default --seeds 1
 
-Values follow the card's CPU recipe (digits as expressions, procedural subjects; the whole
-benchmark is reconstructed); every reconstructed choice is a key here.
+Values follow our CPU recipe (digits as expressions, procedural subjects; the whole
+benchmark is reconstructed), its values marked "recipe" in the descriptions; every
+reconstructed choice is a key here.
 """
 
 from __future__ import annotations
@@ -14,42 +15,42 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["pft", "source", "adabn", "tent", "shot", "neutral_ce", "oracle"]
 ARMS: tuple[str, ...] = ("pft", "source", "adabn", "tent", "shot", "neutral_ce", "oracle")
 
 
 class DataConfig(Config):
-    """Digit "expressions" rendered by procedural "subjects" (all reconstructed, card §2)."""
+    """Digit "expressions" rendered by procedural "subjects" (all reconstructed)."""
 
     classes: list[int] = Field(
         default_factory=lambda: [1, 7],
-        description="digit classes, the first is 'neutral' (card: binary 1 vs 7; 4-class 1,7,4,9)",
+        description="digit classes, the first is 'neutral' (recipe: 1 vs 7; 4-class 1,7,4,9)",
     )
     world_seed: int = Field(0, ge=0, description="seed of subjects, pools and frames (fixed world)")
-    n_source_subjects: int = Field(16, ge=2, description="labelled source subjects (card: 16)")
-    n_target_subjects: int = Field(8, ge=1, description="target subjects (card: 8)")
+    n_source_subjects: int = Field(16, ge=2, description="labelled source subjects (recipe: 16)")
+    n_target_subjects: int = Field(8, ge=1, description="target subjects (recipe: 8)")
     source_frames_per_class: int = Field(60, ge=2, description="frames per class, source subject")
-    adapt_frames: int = Field(40, ge=2, description="unlabelled neutral frames per target (card)")
-    test_frames_per_class: int = Field(40, ge=1, description="test frames per class (card: 40)")
-    image_size: int = Field(16, ge=8, le=32, description="8x8 digits upsampled to this (card 16)")
-    max_rotation: float = Field(20.0, ge=0, le=90, description="subject rotation ± degrees (card)")
-    max_shear: float = Field(0.3, ge=0, le=1, description="subject shear ± (card 0.3)")
-    scale_range: tuple[float, float] = Field((0.85, 1.15), description="subject scale (card)")
-    gamma_range: tuple[float, float] = Field((0.6, 1.6), description="subject gamma (card)")
-    texture_range: tuple[float, float] = Field((0.15, 0.3), description="texture amplitude (card)")
+    adapt_frames: int = Field(40, ge=2, description="unlabelled neutral frames per target (recipe)")
+    test_frames_per_class: int = Field(40, ge=1, description="test frames per class (recipe: 40)")
+    image_size: int = Field(16, ge=8, le=32, description="8x8 digits upsampled to this (recipe 16)")
+    max_rotation: float = Field(20.0, ge=0, le=90, description="subject rotation ± deg (recipe)")
+    max_shear: float = Field(0.3, ge=0, le=1, description="subject shear ± (recipe 0.3)")
+    scale_range: tuple[float, float] = Field((0.85, 1.15), description="subject scale (recipe)")
+    gamma_range: tuple[float, float] = Field((0.6, 1.6), description="subject gamma (recipe)")
+    texture_range: tuple[float, float] = Field((0.15, 0.3), description="texture strength (recipe)")
     texture_sigma: float = Field(
         1.5, gt=0, description="texture smoothness (pixels; reconstructed)"
     )
     bias_range: tuple[float, float] = Field(
         (0.1, 0.3),
         description="target subjects' resting bias: neutral blended toward their expressive "
-        "template (card: 10-30%)",
+        "template (recipe: 10-30%)",
     )
     source_bias_range: tuple[float, float] = Field(
         (0.1, 0.3),
-        description="source subjects' resting bias (card: the same 10-30% as the targets)",
+        description="source subjects' resting bias (recipe: the same 10-30% as the targets)",
     )
     frame_shift: int = Field(1, ge=0, le=3, description="per-frame random shift ± px (reconstr.)")
     frame_noise: float = Field(0.05, ge=0, description="per-frame pixel noise std (reconstructed)")
@@ -81,16 +82,16 @@ class SourceConfig(Config):
     """Source model F (3-layer CNN + BN), B (64 -> 32 + BN), C (weight-normalised linear)."""
 
     channels: tuple[int, int, int] = Field((16, 32, 64), description="F's conv widths (64-d f)")
-    bottleneck: int = Field(32, ge=2, description="B's width (card: 32)")
-    epochs: int = Field(15, ge=1, description="source CE epochs (card: 15)")
-    lr: float = Field(1e-3, gt=0, description="Adam lr (card / CLI default 1e-3)")
+    bottleneck: int = Field(32, ge=2, description="B's width (recipe: 32)")
+    epochs: int = Field(15, ge=1, description="source CE epochs (recipe: 15)")
+    lr: float = Field(1e-3, gt=0, description="Adam lr (recipe / CLI default 1e-3)")
     batch_size: int = Field(64, ge=2, description="batch (paper: 64)")
 
 
 class PFTMethodConfig(Config):
-    """The translator T and its two stages (reconstructed from code + reviews, card §2)."""
+    """The translator T and its two stages (reconstructed from code + reviews)."""
 
-    hidden: int = Field(64, ge=1, description="T's residual MLP width (card: 64-64-64)")
+    hidden: int = Field(64, ge=1, description="T's residual MLP width (recipe: 64-64-64)")
     own_backbone: bool = Field(
         True,
         description="T holds its own copy of F's conv layers (official T_full; reconstructed), "
@@ -99,16 +100,16 @@ class PFTMethodConfig(Config):
     style_layers: list[int] = Field(
         default_factory=lambda: [0, 1, 2], description="conv blocks in L_style (code: 0,1,2)"
     )
-    lambda_expr: float = Field(1.0, ge=0, description="λ_expr (absent from code; card 1.0)")
-    lambda_style: float = Field(1.0, ge=0, description="λ_style (absent from code; card 1.0)")
+    lambda_expr: float = Field(1.0, ge=0, description="λ_expr (absent from code; recipe 1.0)")
+    lambda_style: float = Field(1.0, ge=0, description="λ_style (absent from code; recipe 1.0)")
     pretrain_ce: float = Field(1.0, ge=0, description="weight of CE on y_b in L_src (reconstr.)")
-    pretrain_epochs: int = Field(10, ge=0, description="pre-training epochs over pairs (card 10)")
+    pretrain_epochs: int = Field(10, ge=0, description="pre-training epochs over pairs (recipe 10)")
     pretrain_lr: float = Field(1e-3, gt=0, description="pre-training Adam lr (reconstructed)")
     expr_loss: Literal["ce", "kl", "mse"] = Field("ce", description="L_expr form (code: CE)")
 
 
 class AdaptConfig(Config):
-    """Target adaptation budget shared by every adapted arm (paper defaults, card §2)."""
+    """Target adaptation budget shared by every adapted arm (paper defaults)."""
 
     epochs: int = Field(25, ge=1, description="epochs over the neutral frames (paper: 25)")
     batch_size: int = Field(32, ge=1, description="batch (paper: 32)")
@@ -141,14 +142,14 @@ class PFTConfig(PipelineConfig):
         description="arms also run on the same subjects and seeds for the table and plot",
     )
     replicates: int = Field(
-        3, ge=1, le=10, description="training seeds per run (card: 3); seed_r = 1000·seed + r"
+        3, ge=1, le=10, description="training seeds per run (recipe: 3); seed_r = 1000·seed + r"
     )
     data: DataConfig = Field(default_factory=DataConfig)
     source: SourceConfig = Field(default_factory=SourceConfig)
     pft: PFTMethodConfig = Field(default_factory=PFTMethodConfig)
     adapt: AdaptConfig = Field(default_factory=AdaptConfig)
-    pass_gain: float = Field(0.03, description="pass rule: accuracy ≥ source + this (card 3 pt)")
-    pass_recall_drop: float = Field(0.05, description="pass rule: recall ≥ source - this (card)")
+    pass_gain: float = Field(0.03, description="pass rule: accuracy ≥ source + this (recipe 3 pt)")
+    pass_recall_drop: float = Field(0.05, description="pass rule: recall ≥ source - this (recipe)")
 
     @model_validator(mode="after")
     def _consistent(self) -> PFTConfig:
@@ -168,44 +169,3 @@ class PFTConfig(PipelineConfig):
 
     def arms(self) -> list[str]:
         return [self.arm, *self.compare]
-
-
-class _BaselineArm(PFTConfig):
-    presets = {"smoke": {**PFTConfig.presets["smoke"]}}
-    compare: list[Arm] = Field(default_factory=list, description="arms also run (none)")
-
-
-class PFTSourceConfig(_BaselineArm):
-    """Source-only: the frozen source model on the target subject."""
-
-    arm: Arm = Field("source", description="arm this run reports")
-
-
-class PFTAdaBNConfig(_BaselineArm):
-    """AdaBN: BN statistics re-estimated on the target's neutral frames."""
-
-    arm: Arm = Field("adabn", description="arm this run reports")
-
-
-class PFTTentConfig(_BaselineArm):
-    """Tent: entropy minimisation on the BN affine parameters."""
-
-    arm: Arm = Field("tent", description="arm this run reports")
-
-
-class PFTShotConfig(_BaselineArm):
-    """SHOT-IM: information maximisation + centroid pseudo-label CE, F and B updated."""
-
-    arm: Arm = Field("shot", description="arm this run reports")
-
-
-class PFTNeutralCEConfig(_BaselineArm):
-    """Naive neutral-CE fine-tune of C (the collapse baseline)."""
-
-    arm: Arm = Field("neutral_ce", description="arm this run reports")
-
-
-class PFTOracleConfig(_BaselineArm):
-    """Target oracle: labelled fine-tune of F, B, C on the target subject (upper bound)."""
-
-    arm: Arm = Field("oracle", description="arm this run reports")

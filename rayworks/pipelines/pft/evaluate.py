@@ -1,11 +1,9 @@
-"""Per-subject scores (card §2 metrics) and their 95% intervals over subjects x seeds."""
+"""Per-subject scores (accuracy, macro-F1, recalls) and their 95% intervals over subjects x
+seeds."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy import stats
 
 
 def scores(y: np.ndarray, pred: np.ndarray, n_classes: int) -> dict[str, float]:
@@ -26,16 +24,3 @@ def scores(y: np.ndarray, pred: np.ndarray, n_classes: int) -> dict[str, float]:
         "neutral_recall": float(recall[0]),
         "predicted_neutral": float((pred == 0).mean()),
     }
-
-
-def mean_ci(values: list[float] | np.ndarray) -> tuple[float, float, float]:
-    """Mean and two-sided 95% Student-t interval (zero width for a single value)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(v.mean())
-    if len(v) < 2:
-        return mean, mean, mean
-    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
-    return mean, mean - half, mean + half

@@ -1,4 +1,4 @@
-"""The source model F → B → C (card §2: 3-layer CNN with BN, 64-d features and its
+"""The source model F → B → C (our recipe: 3-layer CNN with BN, 64-d features and its
 intermediate maps for the Gram loss; B = 64 → 32 + BN; C = weight-normalised linear, as in
 SHOT and the official code), its CE training on the labelled source subjects, and the
 safetensors cache that lets every arm of one bench reuse the very same source model.
@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
-from rayworks.platform.build_cache import locked_build, settings_digest
+from rayworks.core.build_cache import locked_build, settings_digest
 
 
 class FeatureExtractor(nn.Module):

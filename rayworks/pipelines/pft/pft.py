@@ -1,5 +1,5 @@
-"""PFT, personalised feature translation (Sharafi et al., ICLR 2026; perception.md §2), the
-whole algorithm top to bottom. Steps as numbered on the card:
+"""PFT, personalised feature translation (Sharafi et al., ICLR 2026; `docs/pft.md`), the
+whole algorithm top to bottom, as we reconstructed it from the abstract and official code:
 
 1. Source model F, B, C trained with CE, then frozen (`model.train_source`).
 2. Pairs (`cosine_pairs`, as the official `Cosine_pairs.py`): for each source frame x_a of

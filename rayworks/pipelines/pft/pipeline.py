@@ -1,5 +1,5 @@
 """`rayworks run pft` / `rayworks bench pft`: personalised feature translation for source-free
-adaptation to one target subject from its neutral frames (perception.md §2; reconstructed
+adaptation to one target subject from its neutral frames (`docs/pft.md`; reconstructed
 CPU benchmark: digits as expressions, procedural subjects, `subjects.py`).
 
 One run fans out one `target_piece` per (replicate, target subject), replicate-first: the
@@ -17,20 +17,12 @@ from typing import Any
 import numpy as np
 
 from rayworks.pipelines.pft.arms import target_piece
-from rayworks.pipelines.pft.config import (
-    PFTAdaBNConfig,
-    PFTConfig,
-    PFTNeutralCEConfig,
-    PFTOracleConfig,
-    PFTShotConfig,
-    PFTSourceConfig,
-    PFTTentConfig,
-)
+from rayworks.pipelines.pft.config import PFTConfig
 from rayworks.pipelines.pft.report import aggregate, pass_rule, summary_of, write_plot, write_table
 from rayworks.pipelines.pft.subjects import check_sizes
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 HEADLINE = ("target_accuracy", "max")
 REPORT = ("macro_f1", "expressive_recall", "neutral_recall", "pass_rule")
@@ -76,7 +68,32 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     "pft",
     config=PFTConfig,
     kind="task",
-    baseline=("pft_source", "pft_adabn", "pft_tent", "pft_shot", "pft_neutral_ce", "pft_oracle"),
+    arms={
+        "pft_source": Arm(
+            "Source-only: the frozen source model on each target subject.",
+            {"arm": "source", "compare": []},
+        ),
+        "pft_adabn": Arm(
+            "AdaBN: BN statistics re-estimated on the target's neutral frames.",
+            {"arm": "adabn", "compare": []},
+        ),
+        "pft_tent": Arm(
+            "Tent: entropy minimisation of the BN affine parameters on the neutral frames.",
+            {"arm": "tent", "compare": []},
+        ),
+        "pft_shot": Arm(
+            "SHOT-IM: information maximisation + centroid pseudo-labels, F and B adapted.",
+            {"arm": "shot", "compare": []},
+        ),
+        "pft_neutral_ce": Arm(
+            "Naive neutral-CE fine-tune of the classifier C (the collapse baseline).",
+            {"arm": "neutral_ce", "compare": []},
+        ),
+        "pft_oracle": Arm(
+            "Target oracle: labelled fine-tune of F, B, C on the target subject (upper bound).",
+            {"arm": "oracle", "compare": []},
+        ),
+    },
     headline=HEADLINE,
     ablations={"no_style": ("pft.lambda_style=0", "compare=[source]"),
                "mlp_only": ("pft.own_backbone=false", "pft.lambda_style=0", "compare=[source]"),
@@ -85,41 +102,4 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
 )  # fmt: skip
 def run(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     """PFT (reconstructed): translator pre-trained on source pairs, adapted on neutral frames."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_source", config=PFTSourceConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_source(cfg: PFTSourceConfig, ctx: RunContext) -> dict[str, float]:
-    """Source-only: the frozen source model on each target subject."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_adabn", config=PFTAdaBNConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_adabn(cfg: PFTAdaBNConfig, ctx: RunContext) -> dict[str, float]:
-    """AdaBN: BN statistics re-estimated on the target's neutral frames."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_tent", config=PFTTentConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_tent(cfg: PFTTentConfig, ctx: RunContext) -> dict[str, float]:
-    """Tent: entropy minimisation of the BN affine parameters on the neutral frames."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_shot", config=PFTShotConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_shot(cfg: PFTShotConfig, ctx: RunContext) -> dict[str, float]:
-    """SHOT-IM: information maximisation + centroid pseudo-labels, F and B adapted."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_neutral_ce", config=PFTNeutralCEConfig, kind="task", headline=HEADLINE,
-          report=REPORT)  # fmt: skip
-def run_neutral_ce(cfg: PFTNeutralCEConfig, ctx: RunContext) -> dict[str, float]:
-    """Naive neutral-CE fine-tune of the classifier C (the collapse baseline)."""
-    return run_pft(cfg, ctx)
-
-
-@pipeline("pft_oracle", config=PFTOracleConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_oracle(cfg: PFTOracleConfig, ctx: RunContext) -> dict[str, float]:
-    """Target oracle: labelled fine-tune of F, B, C on the target subject (upper bound)."""
     return run_pft(cfg, ctx)

@@ -1,5 +1,5 @@
 """The run's aggregates (mean and 95% t-interval over target subjects x seeds), table
-(jsonl + markdown), the per-subject plot and the card's pass rule."""
+(jsonl + markdown), the per-subject plot and the pass rule."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from rayworks.pipelines.pft.evaluate import mean_ci
 from rayworks.platform.context import RunContext
+from rayworks.platform.stats import mean_ci
 
 Row = dict[str, Any]
 METRICS = ("accuracy", "macro_f1", "expressive_recall", "neutral_recall", "predicted_neutral",
@@ -24,8 +24,9 @@ def aggregate(rows: list[Row], arms: list[str]) -> dict[str, dict[str, tuple[flo
 
 
 def pass_rule(agg: dict[str, Any], arm: str, gain: float, drop: float) -> dict[str, float]:
-    """Card §2: PFT accuracy ≥ source-only + gain and PFT expressive recall ≥ source-only
-    recall - drop (means over subjects x seeds). Only in `pft` runs that compare `source`."""
+    """Pass rule (reconstructed): PFT accuracy ≥ source-only + gain and PFT expressive
+    recall ≥ source-only recall - drop (means over subjects x seeds). Only in `pft` runs
+    that compare `source`."""
     if arm != "pft" or "source" not in agg:
         return {}
     acc_gain = agg["pft"]["accuracy"][0] - agg["source"]["accuracy"][0]
@@ -83,13 +84,11 @@ def write_table(ctx: RunContext, rows: list[Row], agg: dict[str, Any], n: int) -
 def write_plot(folder: Path, rows: list[Row], arms: list[str]) -> Path:
     """per_subject.png: accuracy and expressive recall per target subject (mean over seeds,
     min-max over seeds as error bars), one marker series per arm."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     subjects = sorted({r["subject"] for r in rows})
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharex=True)
+    fig, axes = subplots(1, 2, figsize=(12, 4), sharex=True)
     width = 0.8 / max(len(arms), 1)
     for ax, metric in zip(axes, ("accuracy", "expressive_recall"), strict=True):
         for i, a in enumerate(arms):
@@ -109,5 +108,4 @@ def write_plot(folder: Path, rows: list[Row], arms: list[str]) -> Path:
     fig.tight_layout(rect=(0, 0, 0.88, 1))
     path = folder / "per_subject.png"
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -1,4 +1,4 @@
-"""The digit-subject benchmark: digits as "expressions", procedural "subjects" (card §2 CPU
+"""The digit-subject benchmark: digits as "expressions", procedural "subjects" (our CPU
 recipe; the whole construction is reconstructed).
 
 Each subject is a fixed style: rotation, shear and scale (one affine map), stroke width

@@ -1,8 +1,9 @@
 """The stage-1 models of RAE at digits scale (RAE §3; CPU recipe reconstructed):
 
 - the frozen representation encoder: the tiny ViT of `rayworks.models.vit` (patch 4 on
-  16 x 16 → 16 tokens of width n = 64), trained with MAE (75% masking, objective (b) of the
-  card); `encode_tokens` returns its normalised patch tokens [B, 16, 64];
+  16 x 16 → 16 tokens of width n = 64), trained with MAE (75% masking, objective (b) of our
+  recipe, not (a) supervised CE + contrastive); `encode_tokens` returns its normalised
+  patch tokens [B, 16, 64];
 - `RAEDecoder`: a ViT decoder (blocks of `rayworks.models.vit`, hidden size = latent dim)
   from tokens to 4 x 4 pixel patches, trained with L1 + 0.1 MSE (no LPIPS / GAN) and the
   paper's noise augmentation z ← z + sigma n, sigma ~ U(0, τ) per sample (τ = 0.8);

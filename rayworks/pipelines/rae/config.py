@@ -1,11 +1,12 @@
 """Configs of `rae` (DiT^DH on RAE latents) and its baselines `rae_dit` (wider plain DiT,
-E4) and `rae_convae` (the same DiT^DH on conv-AE latents, E5) (methods/generative.md §1).
+E4) and `rae_convae` (the same DiT^DH on conv-AE latents, E5) (`docs/rae.md`).
 
     rayworks run rae --preset smoke
     rayworks bench rae --preset default --seeds 1
 
-Every value follows the card's CPU recipe (reconstructed) unless its description says
-"scaled": the card's ≈ 55 CPU-min is cut to fit a 10-minute bench on 2 loaded cores.
+Every value follows our CPU recipe (reconstructed; "recipe" in the descriptions) unless its
+description says "scaled": the recipe's ≈ 55 CPU-min is cut to fit a 10-minute bench on 2
+loaded cores.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["rae", "dit", "convae"]
 
@@ -30,10 +31,10 @@ class DataConfig(Config):
 class EncoderConfig(Config):
     """Representation encoder: ViT-tiny (rayworks.models.vit) trained with MAE, then frozen."""
 
-    width: int = Field(64, ge=8, description="token dimension n (card: 64)")
-    depth: int = Field(4, ge=1, description="encoder blocks (card: 4)")
+    width: int = Field(64, ge=8, description="token dimension n (recipe: 64)")
+    depth: int = Field(4, ge=1, description="encoder blocks (recipe: 4)")
     heads: int = Field(4, ge=1, description="attention heads")
-    mask_ratio: float = Field(0.75, gt=0, lt=1, description="MAE masking (card: 75%)")
+    mask_ratio: float = Field(0.75, gt=0, lt=1, description="MAE masking (recipe: 75%)")
     mae_decoder_width: int = Field(32, ge=8, description="MAE decoder width (reconstructed)")
     mae_decoder_depth: int = Field(2, ge=1, description="MAE decoder blocks (reconstructed)")
     steps: int = Field(400, ge=1, description="MAE steps (scaled; ≈ 36 epochs)")
@@ -44,7 +45,7 @@ class EncoderConfig(Config):
 class ConvAEConfig(Config):
     """The 'legacy VAE' baseline: reconstruction-only conv AE, latent 4 x 4 x c."""
 
-    latent_channels: int = Field(4, ge=1, description="latent channels c (card: 4)")
+    latent_channels: int = Field(4, ge=1, description="latent channels c (recipe: 4)")
     hidden: int = Field(32, ge=4, description="conv width (reconstructed)")
     steps: int = Field(400, ge=1, description="training steps (scaled)")
     batch: int = Field(128, ge=2, description="batch size")
@@ -54,10 +55,10 @@ class ConvAEConfig(Config):
 class DecoderConfig(Config):
     """RAE decoder: ViT blocks of width n on the frozen tokens → 4 x 4 pixel patches."""
 
-    depth: int = Field(3, ge=1, description="decoder blocks (card: ViT-tiny depth 4; scaled)")
+    depth: int = Field(3, ge=1, description="decoder blocks (recipe: ViT-tiny depth 4; scaled)")
     heads: int = Field(4, ge=1, description="attention heads")
     tau: float = Field(0.8, ge=0, description="noise augmentation sigma ~ U(0, τ) (paper: 0.8)")
-    mse_weight: float = Field(0.1, ge=0, description="L1 + w · MSE (card: 0.1; no LPIPS/GAN)")
+    mse_weight: float = Field(0.1, ge=0, description="L1 + w · MSE (recipe: 0.1; no LPIPS/GAN)")
     steps: int = Field(500, ge=1, description="training steps (scaled)")
     batch: int = Field(128, ge=2, description="batch size")
     lr: float = Field(1e-3, gt=0, description="AdamW lr")
@@ -78,7 +79,7 @@ class ArchConfig(Config):
     width: int = Field(48, ge=4, description="body width d")
     depth: int = Field(4, ge=1, description="body blocks")
     heads: int = Field(4, ge=1, description="body heads")
-    head_width: int = Field(128, ge=0, description="DiT^DH head width (card E4: 128)")
+    head_width: int = Field(128, ge=0, description="DiT^DH head width (recipe E4: 128)")
     head_depth: int = Field(2, ge=1, description="DiT^DH head blocks (paper: 2)")
     head_heads: int = Field(4, ge=1, description="DiT^DH head heads")
     mlp_ratio: float = Field(4.0, gt=0, description="MLP ratio")
@@ -88,15 +89,15 @@ class DiffusionConfig(Config):
     """Flow matching on normalised latents (paper §4) at digits scale."""
 
     shift: bool = Field(True, description="dimension-dependent shift alpha = √(m/n_base)")
-    n_base: int = Field(64, ge=1, description="n_base (card: 64 = 8 x 8 pixels; paper 4096)")
-    steps: int = Field(800, ge=1, description="DiT training steps (scaled; card ≈ 8 min)")
+    n_base: int = Field(64, ge=1, description="n_base (recipe: 64 = 8 x 8 pixels; paper 4096)")
+    steps: int = Field(800, ge=1, description="DiT training steps (scaled; recipe ≈ 8 min)")
     batch: int = Field(64, ge=2, description="batch size (reconstructed)")
     lr: float = Field(
         2e-3, gt=0, description="AdamW lr (paper 2e-4 at batch 1024; tuned for 800 steps)"
     )
     class_dropout: float = Field(0.1, ge=0, lt=1, description="label dropout (paper: 0.1)")
     sample_steps: int = Field(50, ge=1, description="Euler steps (paper: 50)")
-    n_samples: int = Field(300, ge=20, description="generated samples for gFD (card: 1000)")
+    n_samples: int = Field(300, ge=20, description="generated samples for gFD (recipe: 1000)")
     curve_at: list[float] = Field(
         default_factory=lambda: [0.5],
         description="extra gFD evaluations at these fractions of training (convergence)",
@@ -109,10 +110,10 @@ class WidthConfig(Config):
     """E1: single-image overfit of plain DiTs of width d against Theorem 1's bound."""
 
     widths: list[int] = Field(
-        default_factory=lambda: [16, 32, 48, 64, 96, 128], description="DiT widths d (card)"
+        default_factory=lambda: [16, 32, 48, 64, 96, 128], description="DiT widths d (recipe)"
     )
-    depth: int = Field(4, ge=1, description="DiT depth (card: 4)")
-    steps: int = Field(250, ge=1, description="steps per width (card 3000; scaled)")
+    depth: int = Field(4, ge=1, description="DiT depth (recipe: 4)")
+    steps: int = Field(250, ge=1, description="steps per width (recipe 3000; scaled)")
     batch: int = Field(32, ge=1, description="noise draws per step of the one image")
     lr: float = Field(2e-3, gt=0, description="AdamW lr (as the DiT arms)")
     eval_draws: int = Field(2048, ge=16, description="draws of the final loss estimate")
@@ -147,7 +148,7 @@ class RAEConfig(PipelineConfig):
     dit_dh: ArchConfig = Field(default_factory=ArchConfig, description="DiT^DH (rae, convae)")
     dit_plain: ArchConfig = Field(
         default_factory=lambda: ArchConfig(width=96, head_width=0),
-        description="plain DiT of the `dit` arm (card E4: d = 96)",
+        description="plain DiT of the `dit` arm (recipe E4: d = 96)",
     )
     diffusion: DiffusionConfig = Field(default_factory=DiffusionConfig)
     width: WidthConfig = Field(default_factory=WidthConfig)
@@ -171,17 +172,3 @@ class RAEConfig(PipelineConfig):
         if any(not 0 < f < 1 for f in self.diffusion.curve_at):
             raise ValueError(f"diffusion.curve_at={self.diffusion.curve_at} must lie in (0, 1)")
         return self
-
-
-class RAEPlainDiTConfig(RAEConfig):
-    """Baseline E4: a wider plain DiT (d = 96) on the same RAE latents, same steps."""
-
-    arm: Arm = Field("dit", description="arm this run reports")
-    extras: bool = Field(False, description="E1/E2 only in the method run")
-
-
-class RAEConvAEConfig(RAEConfig):
-    """Baseline E5: the method's DiT^DH on the conv-AE's 4 x 4 x 4 latents."""
-
-    arm: Arm = Field("convae", description="arm this run reports")
-    extras: bool = Field(False, description="E1/E2 only in the method run")

@@ -25,7 +25,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
 
 
 class DiTSpec(Config):

@@ -1,5 +1,5 @@
 """The independent evaluation classifier and the Fréchet distance in its feature space
-(card metrics, reconstructed: FID's Inception replaced by a small digit CNN) plus the
+(our recipe's metrics, reconstructed: FID's Inception replaced by a small digit CNN) plus the
 linear probe of a latent."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`rayworks run rae` / `rayworks bench rae`: Diffusion Transformers with Representation
-Autoencoders at digits scale (methods/generative.md §1; CPU recipe reconstructed).
+Autoencoders at digits scale (`docs/rae.md`; CPU recipe reconstructed).
 
 One run: stage 1 fans out the MAE encoder (then frozen), the conv AE and the evaluation
 classifier (each trained once per bench, cached); the latents are normalised elementwise
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from rayworks.pipelines.rae.autoencoders import ConvAE
-from rayworks.pipelines.rae.config import RAEConfig, RAEConvAEConfig, RAEPlainDiTConfig
+from rayworks.pipelines.rae.config import RAEConfig
 from rayworks.pipelines.rae.dit import DiT, forward_flops
 from rayworks.pipelines.rae.evaluator import DigitClassifier, classifier_scores
 from rayworks.pipelines.rae.report import pass_rule, write_grid, write_plots, write_table
@@ -36,7 +36,7 @@ from rayworks.pipelines.rae.stages import (
 )
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("gacc", "rfd", "flops_per_forward", "train_loss_final", "probe_acc_encoder",
           "pass_rule")  # fmt: skip
@@ -194,7 +194,16 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     "rae",
     config=RAEConfig,
     kind="task",
-    baseline=("rae_dit", "rae_convae"),
+    arms={
+        "rae_dit": Arm(
+            "A wider plain DiT (d = 96) on the same RAE latents at matched steps (RAE E4).",
+            {"arm": "dit", "extras": False},
+        ),
+        "rae_convae": Arm(
+            "The same DiT^DH on a reconstruction-only conv AE's 4x4x4 latents (RAE E5).",
+            {"arm": "convae", "extras": False},
+        ),
+    },
     headline=("gfd", "min"),
     ablations={"noshift": ("diffusion.shift=false", "extras=false"),
                "tau0": ("decoder.tau=0", "extras=false")},
@@ -202,18 +211,4 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
 )  # fmt: skip
 def run(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     """DiT^DH on frozen-representation (MAE ViT) latents with shift and noisy decoder (RAE)."""
-    return run_rae(cfg, ctx)
-
-
-@pipeline("rae_dit", config=RAEPlainDiTConfig, kind="task", headline=("gfd", "min"),
-          report=REPORT)  # fmt: skip
-def run_dit(cfg: RAEPlainDiTConfig, ctx: RunContext) -> dict[str, float]:
-    """A wider plain DiT (d = 96) on the same RAE latents at matched steps (RAE E4)."""
-    return run_rae(cfg, ctx)
-
-
-@pipeline("rae_convae", config=RAEConvAEConfig, kind="task", headline=("gfd", "min"),
-          report=REPORT)  # fmt: skip
-def run_convae(cfg: RAEConvAEConfig, ctx: RunContext) -> dict[str, float]:
-    """The same DiT^DH on a reconstruction-only conv AE's 4x4x4 latents (RAE E5)."""
     return run_rae(cfg, ctx)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from rayworks.platform.context import RunContext
+from rayworks.platform.figures import subplots
 from rayworks.platform.tables import cell
 
 
@@ -18,8 +19,9 @@ def pass_rule(
     widths: list[dict[str, Any]], n: int, gfd: float, gfd_noshift: float, margin: float,
     ratio: float,
 ) -> dict[str, float]:  # fmt: skip
-    """Card: E1 — every d < n has final loss ≥ its eigenvalue bound (2% sampling slack) and
-    ≥ margin x the worst d ≥ n loss; E2 — gFD(shift) ≤ gFD(no shift) / ratio."""
+    """Pass rule (reconstructed): E1 — every d < n has final loss ≥ its eigenvalue bound (2%
+    sampling slack) and ≥ margin x the worst d ≥ n loss; E2 — gFD(shift) ≤ gFD(no shift) /
+    ratio."""
     below = [w for w in widths if w["width"] < n]
     above = [w for w in widths if w["width"] >= n]
     if not below or not above or math.isnan(gfd_noshift):
@@ -59,15 +61,6 @@ def write_table(ctx: RunContext, arms: list[dict[str, Any]], widths: list[dict[s
     return path
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def smooth(values: list[float], window: int) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     window = max(1, min(window, len(v)))
@@ -77,8 +70,7 @@ def smooth(values: list[float], window: int) -> np.ndarray:
 def write_plots(folder: Path, curves: dict[str, list[float]], widths: list[dict[str, Any]],
                 gfd_curves: dict[str, list[tuple[int, float]]]) -> None:  # fmt: skip
     """loss_curves.png (smoothed DiT losses), gfd_curve.png, width_overfit.png (E1)."""
-    plt = _plt()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(10, 4))
     for name, losses in curves.items():
         ax1.plot(smooth(losses, max(1, len(losses) // 30)), label=name)
     ax1.set_xlabel("DiT step")
@@ -92,9 +84,8 @@ def write_plots(folder: Path, curves: dict[str, list[float]], widths: list[dict[
     ax2.legend()
     fig.tight_layout()
     fig.savefig(folder / "loss_curves.png", dpi=110)
-    plt.close(fig)
     if widths:
-        fig, ax = plt.subplots(figsize=(5, 4))
+        fig, ax = subplots(figsize=(5, 4))
         d = [w["width"] for w in widths]
         ax.plot(d, [w["loss"] for w in widths], marker="o", label="final loss (one image)")
         ax.plot(d, [w["bound"] for w in widths], marker="x", ls="--", label="Σ_{i>d} λ_i / n")
@@ -103,12 +94,10 @@ def write_plots(folder: Path, curves: dict[str, list[float]], widths: list[dict[
         ax.legend()
         fig.tight_layout()
         fig.savefig(folder / "width_overfit.png", dpi=110)
-        plt.close(fig)
 
 
 def write_grid(path: Path, images: torch.Tensor, labels: torch.Tensor, per_class: int = 10) -> None:
     """PNG grid: one row per class, `per_class` samples each; images in [-1, 1]."""
-    plt = _plt()
     rows = []
     for c in range(10):
         pick = images[labels == c][:per_class]
@@ -116,9 +105,8 @@ def write_grid(path: Path, images: torch.Tensor, labels: torch.Tensor, per_class
         rows.append(torch.cat([pick, pad]))
     grid = torch.stack(rows)[:, :, 0]  # [10, k, H, W]
     big = grid.permute(0, 2, 1, 3).reshape(10 * images.shape[-2], per_class * images.shape[-1])
-    fig, ax = plt.subplots(figsize=(per_class * 0.5, 5))
+    fig, ax = subplots(figsize=(per_class * 0.5, 5))
     ax.imshow(big.clamp(-1, 1).numpy(), cmap="gray", vmin=-1, vmax=1)
     ax.set_axis_off()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

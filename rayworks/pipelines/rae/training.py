@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rayworks.platform import checkpoint as ckpt
+from rayworks.core import checkpoint as ckpt
 
 
 def lr_at(step: int, steps: int, lr: float, warmup: float = 0.05) -> float:

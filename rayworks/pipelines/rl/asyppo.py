@@ -1,8 +1,9 @@
 """`asyppo`: Asymmetric PPO with mini-critics (Liu et al., ICLR 2026).
 
 M small pretrained critics, each a Ray actor with its own value model and optimizer,
-run in parallel. Per step (equation numbers follow the method's steps in
-methods/rl.md; no official code exists, the equations come from secondary summaries):
+run in parallel. Per step (the paper's algorithm as we read it, steps 1-9: 1 samples G
+responses per prompt, 3 updates each critic on its subset; no official code exists, the
+equations come from secondary summaries of the paper):
 2. each prompt's G responses are split into M disjoint subsets and critic m trains
    only on subset m, so every critic sees every prompt when G >= M
    (`asyppo.critic_data=prompts` deals whole prompts instead, the abstract's wording;
@@ -46,7 +47,7 @@ REPORT = ("test_accuracy_gain", "test_sampled_accuracy", "test_sampled_accuracy_
           "sigma_err_corr", "explained_var", "masked_frac", "seconds_per_step",
           "critic_params")  # fmt: skip
 CURVES = ("test_sampled_accuracy", "test_entropy", "test_kl_base", "entropy")
-# PPO with a critic as large as the policy (the method card's symmetric baseline), spelled as
+# PPO with a critic as large as the policy (the paper's symmetric-PPO baseline), spelled as
 # AsyPPO with one critic and both masks off, which is PPO's estimate exactly (tested), so one
 # bench holds it.
 SYMMETRIC_PPO = ("critic.n_critics=1", "asyppo.critic_data=identical", "asyppo.mask_low=0",

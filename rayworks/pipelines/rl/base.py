@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rayworks.core.build_cache import digest, locked_build
 from rayworks.models import DecoderSpec, load_tokenizer, resolve_model_dir
 from rayworks.models.decoder import decoder_for
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.rl.config import RLConfig, SFTConfig
-from rayworks.platform.build_cache import digest, locked_build
 from rayworks.platform.context import RunContext
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from rayworks.pipelines.rl.rollout import Rollout
+from rayworks.platform.rollout import Rollout
 
 Tensor = torch.Tensor
 

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import Config, PipelineConfig
+from rayworks.core.errors import RayworksError
 from rayworks.models import DecoderSpec, resolve_model_dir
 from rayworks.pipelines.rl.prompt_file import file_problem
 from rayworks.pipelines.rl.rewards import RewardSpec
-from rayworks.pipelines.rl.rollout import SamplingConfig
 from rayworks.pipelines.rl.verifiers import get_verifier
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.platform.rollout import SamplingConfig
 
 
 class SFTConfig(Config):

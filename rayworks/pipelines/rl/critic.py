@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
+from rayworks.core import checkpoint as ckpt
 from rayworks.models.value import ValueModel
 from rayworks.pipelines.rl.algo import masked_mean, value_loss
 from rayworks.pipelines.rl.batch import RolloutBatch
 from rayworks.pipelines.rl.config import CriticConfig
-from rayworks.platform import checkpoint as ckpt
 
 NAMESPACE = "rayworks"
 

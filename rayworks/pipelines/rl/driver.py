@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rayworks.errors import ConfigError
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.rl.base import base_models, base_summary
 from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.critic import make_critics
 from rayworks.pipelines.rl.learner import EstimateFn, rl_loop
 from rayworks.pipelines.rl.prompts import record_prompt_files
-from rayworks.pipelines.rl.rollout import make_engine_group
 from rayworks.platform.context import RunContext
+from rayworks.platform.rollout import make_engine_group
 from rayworks.platform.trainer import fit_metrics, torch_trainer
 
 

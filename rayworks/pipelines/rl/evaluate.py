@@ -27,7 +27,7 @@ import torch
 from rayworks.data.tasks import Example
 from rayworks.pipelines.rl.batch import RolloutBatch, make_batch
 from rayworks.pipelines.rl.prompts import PromptSet
-from rayworks.pipelines.rl.rollout import Rollout, SamplingConfig
+from rayworks.platform.rollout import Rollout, SamplingConfig
 
 Generate = Callable[[list[Example], int, SamplingConfig], list[Rollout]]
 EVAL_SEED = 1  # sampling seed of every eval's samples

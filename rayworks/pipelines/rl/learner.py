@@ -28,8 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import Example
-from rayworks.errors import RayworksError
 from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.models.vlm import load_processor, pixel_values
 from rayworks.pipelines.lm.data import batch_rows
@@ -40,14 +40,14 @@ from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.evaluate import evaluate_split, response_logits
 from rayworks.pipelines.rl.prompts import prompt_set
 from rayworks.pipelines.rl.rewards import CombinedReward
-from rayworks.pipelines.rl.rollout import (
+from rayworks.platform.atomic import save_model_dir
+from rayworks.platform.context import RunContext
+from rayworks.platform.rollout import (
     Rollout,
     StaleWeightsError,
     generate_sharded,
     sync_weights,
 )
-from rayworks.platform.atomic import save_model_dir
-from rayworks.platform.context import RunContext
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
 GAINS = ("accuracy", "sampled_accuracy", "pass_at_k")  # summary keys with a `_gain`

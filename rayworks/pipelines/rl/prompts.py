@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks import Example, get_task
-from rayworks.errors import ConfigError
 from rayworks.pipelines.rl.prompt_file import PromptSplits, split_prompt_files
 from rayworks.pipelines.rl.verifiers import get_verifier
 

@@ -22,11 +22,11 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
+from rayworks.core.config import Config
+from rayworks.core.errors import ConfigError, RayworksError, UnknownNameError
 from rayworks.data.tasks import Example, get_task
-from rayworks.errors import ConfigError, RayworksError, UnknownNameError
 from rayworks.pipelines.rl.verifiers import get_verifier
 from rayworks.platform.access import read_secret
-from rayworks.platform.config import Config
 from rayworks.platform.plugins import import_callable
 
 RewardFn = Callable[[Example, str], float]  # (example, completion) -> score

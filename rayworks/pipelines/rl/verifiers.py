@@ -21,9 +21,9 @@ import math
 import re
 from collections.abc import Callable
 
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks.base import Example, answer_after
 from rayworks.data.tasks.countdown import CountdownTask, ParseError, parse_prompt
-from rayworks.errors import ConfigError
 from rayworks.platform.plugins import import_callable
 
 Verifier = Callable[[Example, str], float]

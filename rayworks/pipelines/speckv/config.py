@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import PipelineConfig
 from rayworks.models import DecoderSpec
 from rayworks.pipelines.speckv.evaluate import KV_ROWS
 from rayworks.pipelines.speckv.kv_policies import KVPolicyConfig
 from rayworks.pipelines.speckv.prompt_compression import PC_POLICIES, SpecPCConfig
 from rayworks.pipelines.speckv.tasks import TaskConfig
 from rayworks.pipelines.speckv.train import TrainConfig
-from rayworks.platform.config import PipelineConfig
 
 SMOKE = {
     "tasks": {"context_len": 96, "value_len": 6, "n_chains": 2, "cwe_counts": [8, 6, 4],

@@ -28,8 +28,10 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor
 
+from rayworks.core.config import Config
 from rayworks.models.kv_forward import KVCache, forward
-from rayworks.platform.config import Config
+from rayworks.platform.kv_serving import KVPolicies
+from rayworks.platform.registry import extension
 
 POLICIES = ("full", "snapkv", "speckv", "streaming", "h2o", "random")
 EVAL_POLICIES = (*POLICIES, "oracle")
@@ -234,3 +236,9 @@ def compressed_prefill(
         stats["prefill_seconds"] = time.perf_counter() - t0
     stats.update(kv_bytes=float(cache.nbytes()), kv_bytes_full=float(full_bytes))
     return cache, logits, stats
+
+
+# The model endpoint serves these policies (`rayworks serve model --kv-policy`).
+extension("kv_policies", "speckv")(
+    KVPolicies(names=POLICIES, prefill=compressed_prefill, needs_draft=("speckv",))
+)

@@ -26,8 +26,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
+from rayworks.core.config import Config
 from rayworks.pipelines.speckv.kv_policies import greedy_continue, max_pool
-from rayworks.platform.config import Config
 
 PC_POLICIES = ("specpc", "specpc_l0", "specpc_long", "pc_recency", "pc_random", "pc_oracle")
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from rayworks.evals.paired import paired_ci
 from rayworks.pipelines.speckv.evaluate import PromptResult
+from rayworks.platform.stats import paired_ci
 
 PASS_BUDGETS = (8, 16, 32)
 
@@ -120,14 +120,11 @@ def write_report(
     prompt-compression rows, recall@C of the KV rows) under `folder`."""
     import json
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     (folder / "table.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "table.md").write_text(markdown(rows))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    fig, axes = subplots(1, 3, figsize=(16, 4))
     for name in cfg.kv_rows:
         pts = sorted((r["budget"], r["recall"]) for r in rows if r["row"] == name)
         axes[2].plot(*zip(*pts, strict=True), marker="o", label=name)
@@ -152,4 +149,3 @@ def write_report(
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(folder / "accuracy_vs_budget.png", dpi=100)
-    plt.close(fig)

@@ -46,7 +46,7 @@ from pydantic import Field, model_validator
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from rayworks.platform.config import Config
+from rayworks.core.config import Config
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SYMBOLS = [";", "=", "Q", "count"]

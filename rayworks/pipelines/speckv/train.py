@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from pydantic import Field
 from transformers import LlamaForCausalLM
 
+from rayworks.core.build_cache import digest, locked_build
+from rayworks.core.config import Config
 from rayworks.models import DecoderSpec
 from rayworks.models.decoder import llama_config, load_causal_lm
 from rayworks.pipelines.speckv.tasks import (
@@ -34,8 +36,6 @@ from rayworks.pipelines.speckv.tasks import (
     make_tokenizer,
     training_tokens,
 )
-from rayworks.platform.build_cache import digest, locked_build
-from rayworks.platform.config import Config
 
 LogFn = Callable[[int, dict[str, float]], None]
 

@@ -15,11 +15,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config
 from rayworks.models.vlm import VLMSpec
 from rayworks.pipelines.rl.config import RLConfig, RolloutConfig, SFTConfig
 from rayworks.pipelines.rl.rewards import RewardSpec
-from rayworks.pipelines.rl.rollout import SamplingConfig
-from rayworks.platform.config import Config
+from rayworks.platform.rollout import SamplingConfig
 
 
 class VLMPolicyConfig(Config):
@@ -151,10 +151,3 @@ class TrustGRPOConfig(RLConfig):
                 "scenes (`task`), not on a text prompt file; leave data.prompts unset"
             )
         return self
-
-
-class VLGRPOConfig(TrustGRPOConfig):
-    """Outcome-only GRPO on the same VLM, task and TRM monitor (`thinking.alpha` = 0)."""
-
-    presets = TrustGRPOConfig.presets
-    thinking: ThinkingConfig = Field(default_factory=lambda: ThinkingConfig(alpha=0.0))

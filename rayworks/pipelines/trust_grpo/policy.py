@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
+from rayworks.core.build_cache import digest, locked_build
 from rayworks.data.tasks import Example, get_task
 from rayworks.models import TokenizerSpec, train_tokenizer
 from rayworks.models.vlm import IMAGE_TOKEN, VLMSpec, build_vlm, pixel_values
 from rayworks.pipelines.rl.config import SFTConfig
-from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
-from rayworks.platform.build_cache import digest, locked_build
+from rayworks.platform.rollout import HFEngine, SamplingConfig
 
 Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, attention mask, labels
 IGNORE = -100

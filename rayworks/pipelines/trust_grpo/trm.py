@@ -31,15 +31,15 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from rayworks.core.build_cache import digest, locked_build
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks import Example, get_task
-from rayworks.errors import ConfigError
 from rayworks.models import load_causal_lm
 from rayworks.models.vlm import IMAGE_TOKEN, load_processor, pixel_values
 from rayworks.pipelines.rl.algo import masked_corr
 from rayworks.pipelines.rl.rewards import RewardFn, register_reward
 from rayworks.pipelines.trust_grpo.config import TRMConfig
 from rayworks.pipelines.trust_grpo.policy import optimizer_step
-from rayworks.platform.build_cache import digest, locked_build
 
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 HEAD_FILE = "score_head.safetensors"

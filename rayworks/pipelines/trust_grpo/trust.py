@@ -35,11 +35,11 @@ from rayworks.models import resolve_model_dir
 from rayworks.pipelines.rl.algo import ADVANTAGES, masked_mean
 from rayworks.pipelines.rl.batch import Estimate, RolloutBatch
 from rayworks.pipelines.rl.driver import run_rl
-from rayworks.pipelines.trust_grpo.config import ThinkingConfig, TrustGRPOConfig, VLGRPOConfig
+from rayworks.pipelines.trust_grpo.config import ThinkingConfig, TrustGRPOConfig
 from rayworks.pipelines.trust_grpo.policy import policy_summary, vlm_policy
 from rayworks.pipelines.trust_grpo.trm import trm_model, trm_summary
 from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 COMPAT_ALL_RIGHT, COMPAT_ALL_WRONG = 0.9, 0.1  # the released code's group thresholds
 
@@ -139,7 +139,12 @@ VARIANTS = {
     "trust_grpo",
     config=TrustGRPOConfig,
     kind="job",
-    baseline="vl_grpo",
+    arms={
+        "vl_grpo": Arm(
+            "Outcome-only GRPO on the Trust-GRPO VLM and task (the TRM is logged, not rewarded).",
+            {"thinking": ThinkingConfig(alpha=0.0)},
+        ),
+    },
     headline=("test_accuracy", "max"),
     ablations={
         **VARIANTS,
@@ -151,11 +156,4 @@ VARIANTS = {
 )
 def run(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
     """Trust-GRPO (SophiaVL-R1): VLM policy, TRM actor, trust-weighted annealed thinking reward."""
-    return run_trust(cfg, ctx)
-
-
-@pipeline("vl_grpo", config=VLGRPOConfig, kind="job", headline=("test_accuracy", "max"),
-          report=REPORT, curves=CURVES)  # fmt: skip
-def run_outcome_only(cfg: VLGRPOConfig, ctx: RunContext) -> dict[str, float]:
-    """Outcome-only GRPO on the Trust-GRPO VLM and task (the TRM is logged, not rewarded)."""
     return run_trust(cfg, ctx)

@@ -47,9 +47,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.evals.calibration_math import b_confidence
-from rayworks.platform.config import Config
 
 Rule = Literal["uniform", "etc", "elimination", "ucb", "gap", "entropy", "bconf"]
 RULES: tuple[str, ...] = ("uniform", "etc", "elimination", "ucb", "gap", "entropy", "bconf")

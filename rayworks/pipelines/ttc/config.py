@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.models import DecoderSpec
 from rayworks.pipelines.rl.config import PolicyConfig, SFTConfig
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
 from rayworks.pipelines.ttc.simulator import SimulatorConfig
-from rayworks.platform.config import Config, PipelineConfig
 
 
 class SamplerConfig(Config):
@@ -110,13 +110,3 @@ class TTCConfig(PipelineConfig):
                 f"{self.sampler.pool_size}: the pool cannot serve them"
             )
         return self
-
-
-class TTCUniformConfig(TTCConfig):
-    """The paper's baseline: Best-of-(B/n), the same budget for every query."""
-
-    presets = TTCConfig.presets
-    allocator: AllocatorConfig = Field(default_factory=lambda: AllocatorConfig(rule="uniform"))
-    theory_sizes: list[int] = Field(
-        default_factory=list, description="the theory check runs with the method (`ttc`)"
-    )

@@ -17,11 +17,11 @@ from collections.abc import Callable
 import numpy as np
 
 from rayworks.pipelines.ttc.allocators import AllocatorConfig, allocate
-from rayworks.pipelines.ttc.config import TTCConfig, TTCUniformConfig
+from rayworks.pipelines.ttc.config import TTCConfig
 from rayworks.pipelines.ttc.sampler import PoolSampler, cached_pool, separation, to_draws
 from rayworks.pipelines.ttc.simulator import make_queries, run_rule, theory_check
 from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 Evaluate = Callable[[AllocatorConfig, int], dict[str, float]]
 REPORT = ("accuracy", "efficiency", "unsolvable_share", "coverage_gain", "uniform_coverage")
@@ -124,7 +124,12 @@ def run_ttc(cfg: TTCConfig, ctx: RunContext) -> dict[str, float]:
     "ttc",
     config=TTCConfig,
     kind="task",
-    baseline="ttc_uniform",
+    arms={
+        "ttc_uniform": Arm(
+            "Uniform Best-of-(B/n) test-time compute: the same samples for every query.",
+            {"allocator": AllocatorConfig(rule="uniform"), "theory_sizes": []},
+        ),
+    },
     headline=("coverage", "max"),
     ablations={
         "etc": ("allocator.rule=etc", "theory_sizes=[]"),
@@ -140,11 +145,4 @@ def run_ttc(cfg: TTCConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: TTCConfig, ctx: RunContext) -> dict[str, float]:
     """Bandit test-time compute allocation (elimination) vs uniform Best-of-N."""
-    return run_ttc(cfg, ctx)
-
-
-@pipeline("ttc_uniform", config=TTCUniformConfig, kind="task", headline=("coverage", "max"),
-          report=REPORT, curves=CURVES)  # fmt: skip
-def run_uniform(cfg: TTCUniformConfig, ctx: RunContext) -> dict[str, float]:
-    """Uniform Best-of-(B/n) test-time compute: the same samples for every query."""
     return run_ttc(cfg, ctx)

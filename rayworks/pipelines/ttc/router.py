@@ -35,6 +35,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from rayworks.core.config import validate
 from rayworks.pipelines.ttc.router_api import (
     BatchBody,
     ChatBody,
@@ -50,7 +51,6 @@ from rayworks.pipelines.ttc.router_api import (
 from rayworks.pipelines.ttc.router_core import Job, Query, Sampling, WindowBatcher, run_window
 from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine, encode_prompts
-from rayworks.platform.config import validate
 from rayworks.platform.openai_api import (
     APIError,
     CompletionRequest,
@@ -357,7 +357,7 @@ def serve_ttc(
     endpoint under `/direct` (what `benchmarks/ttc_serve.py` compares against). A
     non-loopback `host` needs `api_key` unless `insecure_no_auth`; `docs` serves /docs.
     """
-    from rayworks.errors import ConfigError
+    from rayworks.core.errors import ConfigError
     from rayworks.platform import cluster
 
     check_bind(host, api_key, insecure_no_auth)

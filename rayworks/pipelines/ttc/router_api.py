@@ -27,9 +27,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
-from rayworks.platform.config import Config
 from rayworks.platform.openai_api import APIError
 from rayworks.platform.openai_schema import SCHEMA_MAX
 from rayworks.platform.plugins import import_callable

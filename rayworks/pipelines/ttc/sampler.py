@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.core.build_cache import digest, locked_build
+from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import ArithmeticTask, Example, get_task
 from rayworks.data.tasks.base import answer_after
-from rayworks.errors import RayworksError
 from rayworks.models import resolve_model_dir
 from rayworks.pipelines.rl.base import build_base, sft_config
 from rayworks.pipelines.ttc.allocators import Draw, QueryState
 from rayworks.pipelines.ttc.config import SamplerConfig
-from rayworks.platform.build_cache import digest, locked_build
 
 HARD_RATE = 0.25  # pool pass rate at or below which a query counts as hard (reconstructed)
 
@@ -56,7 +56,7 @@ def _sample_shard(
 ) -> list[list[tuple[str, int]]]:
     """One Ray task: `n` responses (text, generated tokens) per prompt, a few prompts per
     forward batch."""
-    from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
+    from rayworks.platform.rollout import HFEngine, SamplingConfig
 
     engine, out = HFEngine(model_dir), []
     per_batch = max(1, 256 // n)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
+from rayworks.core.config import Config
 from rayworks.pipelines.ttc.allocators import AllocatorConfig, Draw, allocate
-from rayworks.platform.config import Config
 
 
 class SimulatorConfig(Config):

@@ -1,4 +1,4 @@
-"""Multi-expert progressive annotation, simulated (perception.md §3, construction 3).
+"""Multi-expert progressive annotation, simulated (the paper's construction step 3).
 
 The paper: E1 (Gemini-2.5-Flash) writes QA of four types, E2 (DeepSeek-V3) writes five
 distractors and shuffles the six options, E3 (Gemini-2.5-Pro, a different model) flags
@@ -9,7 +9,7 @@ the scene graph through its own noise:
 - a *view* of a question is the set of values that answer it (attribute {colour}, object
   {object}, action {a1, a2}, temporal {"a1>a2"}); an expert with error rate e replaces one
   element by a wrong value of the same type with probability e (`hallucinate`);
-- E1 answers from its view (`generator_error`, the card's 10%) and passes the view on;
+- E1 answers from its view (`generator_error`, our recipe's 10%) and passes the view on;
 - E2 writes 5 distractors outside E1's view, with `synonym_rate` replacing one by a
   synonym of the answer (a second correct option); shuffles;
 - E3-het checks against its own independent view (`verifier_error`); E3-self has the same
@@ -19,7 +19,7 @@ the scene graph through its own noise:
   options) or delete; unflagged items pass unchanged;
 - a final audit against the true graph counts residual label errors per stage.
 
-By construction E3-self cannot see most of E1's errors (the card asks to say so); the
+By construction E3-self cannot see most of E1's errors (said here so as not to hide it); the
 measured gap is reported, not assumed.
 """
 

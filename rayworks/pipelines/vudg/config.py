@@ -1,6 +1,7 @@
 """Configs of `vudg` (multi-source leave-one-domain-out) and its baselines `vudg_all`
 (all-domain training, the upper bound) and `vudg_single` (single-source, Avg_s);
-perception.md §3, the card's "VUDG-mini" CPU recipe (reconstructed throughout).
+our "VUDG-mini" CPU recipe (reconstructed throughout; `docs/vudg.md`), its values marked
+"recipe" in the descriptions.
 
     rayworks run vudg --preset smoke
     rayworks bench vudg --preset default --seeds 1
@@ -15,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 DOMAINS = ("cartoon", "game", "movie", "virtual",  # visual style
            "first_person", "surveillance", "shaking",  # viewpoint
@@ -24,14 +25,14 @@ Protocol = Literal["lodo", "all", "single"]
 
 
 class DataConfig(Config):
-    """VUDG-mini generator sizes (card: 11 domains x 300 train / 80 test clips, 8 x 32²)."""
+    """VUDG-mini generator sizes (recipe: 11 domains x 300 train / 80 test clips, 8 x 32²)."""
 
     domains: list[str] = Field(default_factory=lambda: list(DOMAINS),
-                               description="domains generated (card: all 11)")  # fmt: skip
-    n_train: int = Field(60, ge=1, description="train clips per domain (card 300; scaled down)")
-    n_test: int = Field(40, ge=1, description="test clips per domain (card 80; scaled down)")
-    frames: int = Field(8, ge=2, description="frames per clip T (card 8); two actions, T/2 each")
-    size: int = Field(32, ge=16, le=128, description="frame height = width in px (card 32)")
+                               description="domains generated (recipe: all 11)")  # fmt: skip
+    n_train: int = Field(60, ge=1, description="train clips per domain (recipe 300; scaled down)")
+    n_test: int = Field(40, ge=1, description="test clips per domain (recipe 80; scaled down)")
+    frames: int = Field(8, ge=2, description="frames per clip T (recipe 8); two actions, T/2 each")
+    size: int = Field(32, ge=16, le=128, description="frame height = width in px (recipe 32)")
 
     @model_validator(mode="after")
     def _known(self) -> DataConfig:
@@ -44,10 +45,10 @@ class DataConfig(Config):
 
 
 class AnnotationConfig(Config):
-    """Multi-expert progressive annotation simulation (card step 3; all reconstructed)."""
+    """Multi-expert progressive annotation simulation (the paper's step 3; all reconstructed)."""
 
     generator_error: float = Field(
-        0.1, ge=0, le=1, description="E1 hallucination rate per question (card 10%)"
+        0.1, ge=0, le=1, description="E1 hallucination rate per question (recipe 10%)"
     )
     synonym_rate: float = Field(
         0.05, ge=0, le=1, description="E2 writes a synonym of the answer as a distractor"
@@ -60,7 +61,7 @@ class AnnotationConfig(Config):
 
 
 class ModelConfig(Config):
-    """Frame CNN (4 conv layers) → GRU → option scoring (card: ≈ 300k parameters)."""
+    """Frame CNN (4 conv layers) → GRU → option scoring (recipe: ≈ 300k parameters)."""
 
     width: int = Field(24, ge=4, le=256, description="conv channels (last layer 2x); Tune knob")
     hidden: int = Field(64, ge=8, le=1024, description="GRU / option embedding width")
@@ -87,10 +88,10 @@ class VUDGConfig(PipelineConfig):
                                     description="protocols also run here (table, pass rule)")  # fmt: skip
     held_out: list[str] = Field(
         default_factory=lambda: ["cartoon", "surveillance", "night", "snow"],
-        description="LODO held-out test domains; all-domain is scored on the same (card's 4)",
+        description="LODO held-out test domains; all-domain is scored on the same (recipe: 4)",
     )
     sources: list[str] = Field(default_factory=lambda: ["movie", "first_person", "fog"],
-                               description="single-source training domains (card's 3)")  # fmt: skip
+                               description="single-source training domains (recipe 3)")  # fmt: skip
     data: DataConfig = Field(default_factory=DataConfig)
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -104,17 +105,3 @@ class VUDGConfig(PipelineConfig):
             if bad or not names:
                 raise ValueError(f"{key}={names} must be a non-empty subset of data.domains")
         return self
-
-
-class VUDGAllConfig(VUDGConfig):
-    """Baseline protocol: all-domain training, scored on the held-out domains' test clips."""
-
-    protocol: Protocol = Field("all", description="protocol this run reports")
-    compare: list[Protocol] = Field(default_factory=list, description="protocols also run")
-
-
-class VUDGSingleConfig(VUDGConfig):
-    """Baseline protocol: single-source training, scored on every other domain (Avg_s)."""
-
-    protocol: Protocol = Field("single", description="protocol this run reports")
-    compare: list[Protocol] = Field(default_factory=list, description="protocols also run")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.core.build_cache import locked_build, settings_digest
 from rayworks.pipelines.vudg.annotate import (
     QUESTION,
     TYPES,
@@ -34,7 +35,6 @@ from rayworks.pipelines.vudg.annotate import (
 from rayworks.pipelines.vudg.config import DOMAINS
 from rayworks.pipelines.vudg.domains import render
 from rayworks.pipelines.vudg.scene import SceneGraph, render_layers, sample_scene
-from rayworks.platform.build_cache import locked_build, settings_digest
 
 SPLITS = ("train", "test")
 FORMAT = (__doc__ or "").split("Format", 1)[1].split("Clip ids")[0]

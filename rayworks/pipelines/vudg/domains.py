@@ -1,8 +1,8 @@
-"""The 11 VUDG domain renderers (perception.md §3: visual style, viewpoint, environment).
+"""The 11 VUDG domain renderers (the paper's three shifts: visual style, viewpoint, environment).
 
 Each renderer maps the canonical layers of one clip (rgb (T, H, W, 3) float in [0, 1],
 foreground mask (T, H, W), sprite centre (T, 2) px) and a seeded Generator to the domain's
-rgb clip. The transforms follow the card's VUDG-mini list (reconstructed); none reads the
+rgb clip. The transforms follow our VUDG-mini recipe (reconstructed); none reads the
 scene graph, so a domain changes pixels only, never meaning.
 """
 
@@ -41,7 +41,7 @@ def cartoon(rgb, fg, centre, rng):
 
 
 def game(rgb, fg, centre, rng):
-    """Pixelate x4 (card) at 32 px; the block is size // 8 at other sizes."""
+    """Pixelate x4 (recipe) at 32 px; the block is size // 8 at other sizes."""
     return _block(rgb, max(2, rgb.shape[1] // 8))
 
 
@@ -96,7 +96,7 @@ def surveillance(rgb, fg, centre, rng):
 
 
 def shaking(rgb, fg, centre, rng):
-    """Hand-held camera: every frame shifted by a random integer offset in ±3 px (card)."""
+    """Hand-held camera: every frame shifted by a random integer offset in ±3 px (recipe)."""
     t, h, w, _ = rgb.shape
     amp = max(1, round(3 * h / 32))
     dy, dx = rng.integers(-amp, amp + 1, size=(2, t))
@@ -106,14 +106,14 @@ def shaking(rgb, fg, centre, rng):
 
 
 def fog(rgb, fg, centre, rng):
-    """Haze: blend 0.5 (card) with light grey, denser toward the top (far)."""
+    """Haze: blend 0.5 (recipe) with light grey, denser toward the top (far)."""
     h = rgb.shape[1]
     density = 0.5 + 0.15 * (1 - np.arange(h) / (h - 1))[None, :, None, None] - 0.075
     return (1 - density) * rgb + density * 0.85
 
 
 def night(rgb, fg, centre, rng):
-    """Dark: gamma 2.5 (card), blue cast and sensor noise."""
+    """Dark: gamma 2.5 (recipe), blue cast and sensor noise."""
     out = rgb**2.5 * np.array([0.8, 0.85, 1.1])
     return out + rng.normal(0, 0.04, rgb.shape)
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import Config
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.vudg.dataset import read_annotations
-from rayworks.platform.config import Config
 from rayworks.platform.registry import evaluation
 
 BAD_JSON, NOT_OBJECT, NO_ID, UNKNOWN_ID = "bad_json", "not_an_object", "missing_id", "unknown_id"

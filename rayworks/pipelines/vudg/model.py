@@ -1,4 +1,4 @@
-"""The small video QA model of VUDG-mini (card: frame CNN → temporal GRU → option scoring).
+"""The small video QA model of VUDG-mini (recipe: frame CNN → temporal GRU → option scoring).
 
     video (B, T, H, W, 3) uint8 ─ [frame, frame - previous frame] (6 channels) ─
         frame CNN (4 conv, strides 2,1,2,2) ─ 4x4 pooled map ─
@@ -7,7 +7,7 @@
     options (B, Q, 6, L) word ids ─ word embeddings (2nd clause its own), masked mean ─ o (B, Q, 6, D)
     score[b, k, i] = ⟨MLP([h_b, q_bk]), o_bki⟩ → softmax over the 6 options
 
-The model sees the question only through its type (the card's "question-type embedding");
+The model sees the question only through its type (our recipe's "question-type embedding");
 the words of an option's second clause have their own embeddings, so "grows, then spins"
 differs from "spins, then grows".
 """

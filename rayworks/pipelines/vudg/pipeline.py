@@ -1,5 +1,5 @@
 """`rayworks run vudg` / `rayworks bench vudg`: VUDG-mini, a video QA domain-generalisation
-benchmark (arXiv 2505.24346; perception.md §3; the CPU recipe is reconstructed).
+benchmark (arXiv 2505.24346; `docs/vudg.md`; the CPU recipe is reconstructed).
 
 One run builds (or reuses from the cache) the dataset folder (`dataset.py`: 11 domain
 renderers of shared scene graphs, four question types, six options, the simulated
@@ -21,16 +21,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rayworks.pipelines.vudg.config import VUDGAllConfig, VUDGConfig, VUDGSingleConfig
+from rayworks.core.build_cache import locked_build, settings_digest
+from rayworks.pipelines.vudg.config import VUDGConfig
 from rayworks.pipelines.vudg.dataset import cached_dataset
 from rayworks.pipelines.vudg.evaluate import score_file
 from rayworks.pipelines.vudg.protocols import avg_m, avg_s, plan
 from rayworks.pipelines.vudg.report import pass_rule, write_plots, write_table
 from rayworks.pipelines.vudg.train import train_piece
-from rayworks.platform.build_cache import locked_build, settings_digest
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("lodo_accuracy", "all_accuracy", "single_accuracy", "acc_temporal",
           "e3_het_residual_errors", "e3_self_residual_errors", "pass_rule")  # fmt: skip
@@ -123,22 +123,23 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
     return summary
 
 
-@pipeline("vudg", config=VUDGConfig, kind="task", baseline=("vudg_all", "vudg_single"),
-          headline=("accuracy", "max"), report=REPORT)  # fmt: skip
+@pipeline(
+    "vudg",
+    config=VUDGConfig,
+    kind="task",
+    arms={
+        "vudg_all": Arm(
+            "VUDG-mini all-domain training (upper bound), scored on the held-out domains.",
+            {"protocol": "all", "compare": []},
+        ),
+        "vudg_single": Arm(
+            "VUDG-mini single-source training, scored on every other domain (Avg_s).",
+            {"protocol": "single", "compare": []},
+        ),
+    },
+    headline=("accuracy", "max"),
+    report=REPORT,
+)
 def run(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
     """VUDG-mini multi-source leave-one-domain-out video QA (Avg_m), vs all-domain / single."""
-    return run_vudg(cfg, ctx)
-
-
-@pipeline("vudg_all", config=VUDGAllConfig, kind="task", headline=("accuracy", "max"),
-          report=REPORT)  # fmt: skip
-def run_all(cfg: VUDGAllConfig, ctx: RunContext) -> dict[str, float]:
-    """VUDG-mini all-domain training (upper bound), scored on the held-out domains."""
-    return run_vudg(cfg, ctx)
-
-
-@pipeline("vudg_single", config=VUDGSingleConfig, kind="task", headline=("accuracy", "max"),
-          report=REPORT)  # fmt: skip
-def run_single(cfg: VUDGSingleConfig, ctx: RunContext) -> dict[str, float]:
-    """VUDG-mini single-source training, scored on every other domain (Avg_s)."""
     return run_vudg(cfg, ctx)

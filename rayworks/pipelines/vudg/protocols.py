@@ -1,4 +1,4 @@
-"""The VUDG evaluation protocols and their averages (perception.md §3, construction 5).
+"""The VUDG evaluation protocols and their averages (the paper's construction step 5).
 
 - multi-source leave-one-domain-out (`lodo`): train on every domain but i, test on i;
   Avg_m = (1/N) Σ_i P_i over the held-out domains;
@@ -7,7 +7,7 @@
 - all-domain (`all`, the upper bound): train on every domain, scored on the same
   held-out domains' test clips as LODO (so the two are comparable domain by domain).
 
-The card runs LODO for 4 held-out domains and single-source from 3 source domains, not
+Our recipe runs LODO for 4 held-out domains and single-source from 3 source domains, not
 all 11 (reconstructed reduction); N is then the number of domains actually run.
 """
 

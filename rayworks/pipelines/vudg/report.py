@@ -1,4 +1,4 @@
-"""The run's tables (jsonl + markdown), plots and the card's pass rule."""
+"""The run's tables (jsonl + markdown), plots and the pass rule."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ STAGES = (("errors_E1", "label errors after E1 (generator)"),
 
 
 def pass_rule(summary: dict[str, float], protocols: list[str]) -> dict[str, float]:
-    """Card: all-domain > LODO > single-source on the mean over held-out domains, and
-    E3-het leaves fewer residual label errors than E3-self. Only when all three ran."""
+    """Pass rule (reconstructed): all-domain > LODO > single-source on the mean over held-out
+    domains, and E3-het leaves fewer residual label errors than E3-self. Only when all three
+    ran."""
     if not {"lodo", "all", "single"} <= set(protocols):
         return {}
     order = summary["all_accuracy"] > summary["lodo_accuracy"] > summary["single_accuracy"]
@@ -121,11 +122,10 @@ def write_table(ctx: RunContext, cfg: VUDGConfig, scores: dict[str, dict[str, fl
 def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float]],
                 report: dict[str, Any], protocols: list[str]) -> None:  # fmt: skip
     """accuracy_by_domain.png, accuracy_by_type.png, annotation_errors.png."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    from rayworks.platform.figures import subplots
 
     def bars(ax: Any, groups: list[str], series: dict[str, list[float]], ylabel: str) -> None:
         width = 0.8 / max(1, len(series))
@@ -147,14 +147,13 @@ def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float
         series["single-source (mean over sources)"] = [
             float(np.nanmean([acc(f"single-{s}", f"acc_{d}") for s in cfg.sources]))
             if any(s != d for s in cfg.sources) else float("nan") for d in cfg.held_out]  # fmt: skip
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(7, 4))
     bars(ax, cfg.held_out, series, "accuracy on held-out domain")
     ax.axhline(1 / 6, color="gray", linestyle="--")
     fig.tight_layout()
     fig.savefig(folder / "accuracy_by_domain.png", dpi=110)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(7, 4))
     per_type = {p: [float(np.mean([v[f"acc_{t}"] for k, v in scores.items()
                                    if (k == p or k.startswith(f"{p}-")) and f"acc_{t}" in v]))
                     for t in TYPES] for p in protocols}  # fmt: skip
@@ -162,9 +161,8 @@ def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float
     ax.axhline(1 / 6, color="gray", linestyle="--")
     fig.tight_layout()
     fig.savefig(folder / "accuracy_by_type.png", dpi=110)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(7, 4))
     keys = ["errors_E1", "errors_E2", "errors_final"]
     bars(
         ax,
@@ -174,4 +172,3 @@ def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float
     )
     fig.tight_layout()
     fig.savefig(folder / "annotation_errors.png", dpi=110)
-    plt.close(fig)

@@ -1,13 +1,13 @@
 """VUDG-mini scene graphs and their canonical (domain-free) rendering, in numpy.
 
 The paper keeps semantics fixed across domains by filtering real videos to one list of
-daily-activity scenes (perception.md §3, construction 1). VUDG-mini gets the same property
+daily-activity scenes (its construction step 1). VUDG-mini gets the same property
 by construction (reconstructed): a clip's meaning is a `SceneGraph` (sprite shape and
 colour, a small object, two distinct actions in order); every domain renders the same
 graph through `render_layers` and then its own pixel transform (`domains.py`), so the
 questions and answers depend only on the graph.
 
-Actions (card): move left/right/up/down, grow, shrink, spin, pick up or drop the object.
+Actions (recipe): move left/right/up/down, grow, shrink, spin, pick up or drop the object.
 Each action fills T/2 frames; frame t shows action t // (T/2) at progress (j+1)/(T/2).
 """
 

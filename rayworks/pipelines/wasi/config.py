@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import PipelineConfig
 from rayworks.data.digits import DigitsConfig
 from rayworks.models.vit import ViTSpec
 from rayworks.models.vit_train import ClassifierTrainConfig
-from rayworks.platform.config import PipelineConfig
 
 Setting = Literal["vanilla", "wasi", "wsi", "asi", "lora"]
 TargetName = Literal["fc1", "fc2", "q", "k", "v", "o"]
@@ -134,21 +134,3 @@ class WASIConfig(PipelineConfig):
     def method(self) -> Setting:
         """The setting whose accuracy is this run's headline."""
         return "wasi" if "wasi" in self.settings else self.settings[0]
-
-
-class WASIVanillaConfig(WASIConfig):
-    """Baseline arm: vanilla fine-tuning of all parameters, same base, data, seed, epochs."""
-
-    presets = WASIConfig.presets
-    settings: list[Setting] = Field(
-        default_factory=lambda: ["vanilla"], description="what this run fine-tunes"
-    )
-
-
-class WASILoRAConfig(WASIConfig):
-    """Baseline arm: LoRA r=4 on fc1 / fc2, base frozen, same base, data, seed, epochs."""
-
-    presets = WASIConfig.presets
-    settings: list[Setting] = Field(
-        default_factory=lambda: ["lora"], description="what this run fine-tunes"
-    )

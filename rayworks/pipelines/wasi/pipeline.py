@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rayworks.models.vit_train import pretrained_vit
-from rayworks.pipelines.wasi.config import WASIConfig, WASILoRAConfig, WASIVanillaConfig
+from rayworks.pipelines.wasi.config import WASIConfig
 from rayworks.pipelines.wasi.finetune import (
     SettingSpec,
     load_target_data,
@@ -21,7 +21,7 @@ from rayworks.pipelines.wasi.finetune import (
 )
 from rayworks.pipelines.wasi.report import markdown, plot, summarize
 from rayworks.platform.context import RunContext
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("act_ratio", "train_gmacs", "cpu_s_per_step", "acc_gap_vs_vanilla", "pass_rule")
 ONE_SETTING = ("settings=[wasi]", "eps_list=[0.8]", "headline_eps=0.8")  # ablation arms
@@ -68,7 +68,16 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
     "wasi",
     config=WASIConfig,
     kind="task",
-    baseline=("wasi_vanilla", "wasi_lora"),
+    arms={
+        "wasi_vanilla": Arm(
+            "Vanilla fine-tuning of every parameter: WASI's baseline (same base, data, seed).",
+            {"settings": ["vanilla"]},
+        ),
+        "wasi_lora": Arm(
+            "LoRA (r=4 on fc1 / fc2, base frozen): WASI's parameter-efficient baseline.",
+            {"settings": ["lora"]},
+        ),
+    },
     headline=("test_accuracy", "max"),
     resources={"CPU": 1},
     ablations={
@@ -79,18 +88,4 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
     """WASI on-device fine-tuning (factored weights + Tucker activations) of a digits ViT."""
-    return run_wasi(cfg, ctx)
-
-
-@pipeline("wasi_vanilla", config=WASIVanillaConfig, kind="task", headline=("test_accuracy", "max"),
-          resources={"CPU": 1}, report=REPORT)  # fmt: skip
-def run_vanilla(cfg: WASIVanillaConfig, ctx: RunContext) -> dict[str, float]:
-    """Vanilla fine-tuning of every parameter: WASI's baseline (same base, data, seed)."""
-    return run_wasi(cfg, ctx)
-
-
-@pipeline("wasi_lora", config=WASILoRAConfig, kind="task", headline=("test_accuracy", "max"),
-          resources={"CPU": 1}, report=REPORT)  # fmt: skip
-def run_lora(cfg: WASILoRAConfig, ctx: RunContext) -> dict[str, float]:
-    """LoRA (r=4 on fc1 / fc2, base frozen): WASI's parameter-efficient baseline."""
     return run_wasi(cfg, ctx)

@@ -95,13 +95,11 @@ def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Accuracy and activation memory against ε, with the other settings as lines."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     wasi = sorted((r for r in rows if r["kind"] == "wasi"), key=lambda r: r["eps"])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(10, 4))
     if wasi:
         eps = [r["eps"] for r in wasi]
         ax1.plot(eps, [r["test_accuracy"] for r in wasi], "o-", label="WASI")
@@ -120,4 +118,3 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)

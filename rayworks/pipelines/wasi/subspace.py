@@ -1,6 +1,6 @@
 """WASI's subspace math: pure torch functions, no modules, no I/O.
 
-Notation (arXiv 2510.09160, `methods/compression.md` §3): a wrapped linear layer has
+Notation (arXiv 2510.09160; `docs/wasi.md`): a wrapped linear layer has
 W ∈ R^{OxI}; its input activation is X ∈ R^{BxNxI} (batch, tokens, features).
 
 - Weights (algorithm step 1): W = U S Vᵀ, keep the smallest rank k whose cumulative σ²

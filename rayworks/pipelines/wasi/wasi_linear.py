@@ -1,7 +1,8 @@
 """WASI linear layers: factored weights (WSI), Tucker-compressed activations (ASI), or both.
 
-`CompressedLinear` is the custom autograd function of one wrapped layer (algorithm steps 2
-and 4 of `methods/compression.md` §3):
+`CompressedLinear` is the custom autograd function of one wrapped layer (forward and
+backward as in `main/custom_op/linear/linear_WASI.py` of the reference code
+`Le-TrungNguyen/ICLR2026-WASI`; `docs/wasi.md`):
 - forward: y = (x Rᵀ) Lᵀ + b with factored weights (k(I + O) MACs per token), or x Wᵀ + b;
 - saved for backward: the Tucker core S [K1, K2, K3] and factors U1 [B, K1], U2 [N, K2],
   U3 [I, K3] when activations are compressed, else the input x itself;

@@ -91,9 +91,9 @@ def test_peer_divides_the_same_document_count_as_ours(tmp_path: Path):
 def test_ours_and_the_peer_count_the_same_documents(ray_session, tmp_path: Path):
     """Both pipelines on one file with bad lines: the same `in`, named alike, and each
     `docs_per_s` is that count over its own seconds."""
+    from rayworks.core.config import build_config
     from rayworks.pipelines.corpus.config import CorpusConfig
     from rayworks.pipelines.corpus.runner import run_corpus
-    from rayworks.platform.config import build_config
 
     path = write_with_bad_lines(tmp_path / "in")
     overrides = [f"inputs=[{path}]", "cpus=1", "batch_size=4"]
@@ -134,7 +134,7 @@ def test_step_classes_unpickle_in_a_fresh_interpreter():
 
 
 def test_peer_refuses_non_jsonl_input(tmp_path: Path):
-    from rayworks.errors import RayworksError
+    from rayworks.core.errors import RayworksError
 
     src = tmp_path / "doc.txt"
     src.write_text(prose(3))

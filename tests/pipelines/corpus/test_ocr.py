@@ -1,4 +1,4 @@
-"""OCR consistency on clean English (issue 23, item 7): the score must measure the text,
+"""OCR consistency on clean English: the score must measure the text,
 not py3langid's uncertainty on 7-word segments."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_phone_regions_follow_the_document_language():
     assert redact(text, PIIConfig(regions=("US", "FR")), "en")[1]["phone"] == 0  # US only
 
 
-# --- misses closed (issue 23, item 7): no-break spaces, non-ASCII emails -----------------
+# --- misses closed: no-break spaces, non-ASCII emails -----------------------------------
 
 NBSP, NNBSP = "\u00a0", "\u202f"
 
@@ -142,7 +142,7 @@ def test_email_glued_to_cjk_text_stops_at_the_address():
     assert redact("連絡はinfo@example.co.jpまで", CFG)[0] == "連絡は<EMAIL>まで"
 
 
-# --- false positives (issue 23, item 7): versions, dates, tables ------------------------
+# --- false positives: versions, dates, tables ------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def _random_table(sep: str, seed: int = 0, rows: int = 300) -> str:
 
 def _luhn_runs(text: str) -> int:
     """What Luhn alone finds: digit runs of 13-19 digits with single spaces or hyphens
-    between digits, first digit 2-6 (the rule before issue 23)."""
+    between digits, first digit 2-6 (the rule before commit c69a4a6)."""
     import re
 
     runs = re.finditer(r"(?<![\d-])[2-6](?:[ -]?\d){12,18}(?!\d)", text)

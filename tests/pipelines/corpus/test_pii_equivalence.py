@@ -1,7 +1,7 @@
-"""`pii.find_pii` against the implementation it replaced (issue 23, item 3), on a fixed
+"""`pii.find_pii` against the implementation it replaced (in commit c69a4a6), on a fixed
 sample of contact blocks, changelog lines, tables and look-alikes.
 
-The reference below is the pre-issue-23 code, copied as it was: phones by
+The reference below is the code before that commit, copied as it was: phones by
 `phonenumbers.PhoneNumberMatcher(Leniency.VALID)` run on windows around digit runs, once
 per region; the IBAN scan run twice; overlaps checked against every kept span. Every
 span both find is identical; the differences are exactly these, each on purpose:
@@ -42,7 +42,7 @@ from rayworks.pipelines.corpus.pii import (
     regions_for,
 )
 
-# --- the reference: pii.py before issue 23 (unchanged helpers imported above) -----------
+# --- the reference: pii.py before c69a4a6 (unchanged helpers imported above) -----------
 
 _EMAIL = re.compile(
     r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"

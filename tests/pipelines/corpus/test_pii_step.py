@@ -33,8 +33,8 @@ def test_only_enabled_types_get_columns() -> None:
 
 
 def test_meta_and_license_evidence_are_redacted_and_counted() -> None:
-    """Issue 23, item 7: `meta` and `license_evidence` are written out with the row; they
-    used to keep their addresses. Counts are the row's, text and fields together."""
+    """`meta` and `license_evidence` are written out with the row; before commit c69a4a6
+    they kept their addresses. Counts are the row's, text and fields together."""
     import json
 
     meta = json.dumps(

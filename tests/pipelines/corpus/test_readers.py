@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus import readers
 from rayworks.pipelines.corpus.readers import ReaderConfig
 from rayworks.pipelines.corpus.schema import (

@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from _corpus_prose import EMAIL, near_copy, prose
 
-from rayworks.errors import RayworksError
+from rayworks.core.config import build_config
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.runner import run_corpus
 from rayworks.pipelines.corpus.schema import document_id
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
 

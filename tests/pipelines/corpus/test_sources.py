@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.licenses import OPEN_STATUSES
 from rayworks.pipelines.corpus.readers import ReaderConfig, jsonl_rows
 from rayworks.pipelines.corpus.schema import ROW_FIELDS, document_id

@@ -1,4 +1,4 @@
-"""Equivalence of the rewritten corpus steps (issue 23) with their previous implementations.
+"""Equivalence of the rewritten corpus steps with their previous implementations.
 
 The previous implementations are copied below, verbatim except for names, as references
 (they live only here). Each test runs old and new on a fixed sample of the real local
@@ -7,7 +7,7 @@ Differences, listed and justified:
 - language: the same labels; confidences differ by float32 rounding only (the vectorized
   classifier sums the same terms in another order), asserted below 1e-3;
 - OCR: with `min_segment_confidence=0.5` (the old rule) the same scores; the new default
-  (0.0, OCRoscope's rule) changes them on purpose (`ocr.py` docstring, issue 23 item 7);
+  (0.0, OCRoscope's rule) changes them on purpose (`ocr.py` docstring, "Detector noise");
 - every other score is equal to the last bit.
 """
 

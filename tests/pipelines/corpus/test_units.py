@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.units import WorkDir, plan_units
 from rayworks.platform.atomic import atomic_dir
 

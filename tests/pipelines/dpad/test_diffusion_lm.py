@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rayworks.errors import CheckpointNotFoundError
+from rayworks.core.errors import CheckpointNotFoundError
 from rayworks.models.decoder import DecoderSpec, build_decoder
 from rayworks.models.diffusion_lm import (
     build_diffusion_lm,

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.dpad.config import GRID, DPadConfig, DPadVanillaConfig
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.dpad.config import GRID, DPadConfig
 from rayworks.pipelines.dpad.pipeline import TEST_SEED_OFFSET, run_grid
 from rayworks.pipelines.dpad.tasks import make_batch
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
+from rayworks.platform.registry import get_pipeline
 
 
 def test_config_errors_name_the_key() -> None:
@@ -30,14 +31,15 @@ def test_config_errors_name_the_key() -> None:
         build_config(DPadConfig, "default", (), ["model.max_seq_len=64"])
     with pytest.raises(ConfigError, match=r"train\.extra_lengths \[4\]"):
         build_config(DPadConfig, "smoke", (), ["train.extra_lengths=[4]"])
-    assert build_config(DPadVanillaConfig, "smoke", (), []).decoders == ["vanilla", "vanilla_et"]
+    vanilla = get_pipeline("dpad_vanilla").config
+    assert build_config(vanilla, "smoke", (), []).decoders == ["vanilla", "vanilla_et"]
 
 
 def test_smoke_run_and_baseline_share_the_cached_model(cli, cli_env) -> None:
     """`dpad` through the CLI; the baseline in process on the same runs folder (its cache)."""
     cli(["run", "dpad", "--preset", "smoke", "--no-progress"])
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    cfg = build_config(DPadVanillaConfig, "smoke", (), [])
+    cfg = build_config(get_pipeline("dpad_vanilla").config, "smoke", (), [])
     base = run_grid(cfg, RunContext.create("dpad_vanilla", cfg, runs_dir=runs))
     assert len(list((runs / "cache" / "dpad_model").glob("*/artifacts/model/config.json"))) == 1
     [summary] = [json.loads(p.read_text()) for p in runs.glob("dpad/*/summary.json")]

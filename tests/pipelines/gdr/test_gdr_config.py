@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.gdr.config import (
     GDRConfig,
     GDREuclidConfig,
@@ -15,7 +16,6 @@ from rayworks.pipelines.gdr.config import (
     GDRIPMConfig,
 )
 from rayworks.pipelines.gdr.report import pass_rule
-from rayworks.platform.config import build_config
 
 
 @pytest.mark.parametrize("cls", [GDRConfig, GDREuclidConfig, GDRIPMConfig, GDRFirstOrderConfig])

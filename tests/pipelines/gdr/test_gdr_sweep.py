@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from rayworks.core.config import build_config
 from rayworks.pipelines.gdr.arms import DUP_ARMS, M_ARMS, sweep_calls, sweep_piece
 from rayworks.pipelines.gdr.ball_oracle import (
     OracleOptions,
@@ -24,7 +25,6 @@ from rayworks.pipelines.gdr.report import head_to_head, sweep_summary
 from rayworks.pipelines.gdr.seeds import fmt_ci, mean_ci95, tables
 from rayworks.pipelines.gdr.smoothing import max_group_norm
 from rayworks.pipelines.gdr.trace import Trace, summarize
-from rayworks.platform.config import build_config
 
 TINY = {"m": 12, "d": 4, "n_per_group": 6, "n_adversarial": 2, "kappa_target": 1e3}
 

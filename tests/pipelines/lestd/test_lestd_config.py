@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.lestd.config import LeSTDConfig, LeSTDSVDConfig, LeSTDTuckerConfig
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.lestd.config import LeSTDConfig
 from rayworks.pipelines.lestd.lm import stdlib_files
-from rayworks.platform.config import build_config
+from rayworks.platform.registry import get_pipeline
 
 
-@pytest.mark.parametrize("cls", [LeSTDConfig, LeSTDTuckerConfig, LeSTDSVDConfig])
-def test_presets_load(cls: type[LeSTDConfig]) -> None:
+@pytest.mark.parametrize("name", ["lestd", "lestd_tucker", "lestd_svd"])
+def test_presets_load(name: str) -> None:
+    cls = get_pipeline(name).config
     for preset in (None, *cls.presets):
         cfg = build_config(cls, preset, (), [])
         assert cfg.headline_ratio in cfg.ratios
-    assert build_config(LeSTDTuckerConfig, "smoke", (), []).method == "tucker"
-    assert build_config(LeSTDSVDConfig, None, (), []).compare == []
+    assert build_config(get_pipeline("lestd_tucker").config, "smoke", (), []).method == "tucker"
+    assert build_config(get_pipeline("lestd_svd").config, None, (), []).compare == []
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The pass rule reads the sweep table as the method card states it."""
+"""The pass rule reads the sweep table as `docs/lestd.md` states it."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks import Example
-from rayworks.errors import ConfigError
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.data import (
     IGNORE,
@@ -17,7 +18,6 @@ from rayworks.pipelines.lm.data import (
     load_corpus,
     prepare,
 )
-from rayworks.platform.config import build_config
 
 # ------------------------------------------------------------------ batch order
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from rayworks.core.config import build_config
 from rayworks.pipelines.lm.config import LMConfig
 from rayworks.pipelines.lm.train_loop import lr_at
-from rayworks.platform.config import build_config
 
 
 def config(

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.mosiv.config import MosivConfig, MosivScenewiseConfig
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.mosiv.config import MosivConfig
 from rayworks.pipelines.mosiv.fit import estimate_velocity, scene_loss
 from rayworks.pipelines.mosiv.render import chamfer, emd, iou, silhouettes
 from rayworks.pipelines.mosiv.report import pass_rule
 from rayworks.pipelines.mosiv.scenes import build_scene
-from rayworks.platform.config import build_config
+from rayworks.platform.registry import get_pipeline
 
 
 def test_chamfer_and_emd_match_brute_force() -> None:
@@ -81,11 +82,12 @@ def test_pass_rule() -> None:
 
 
 def test_presets_load() -> None:
-    for cls in (MosivConfig, MosivScenewiseConfig):
+    scenewise = get_pipeline("mosiv_scenewise").config
+    for cls in (MosivConfig, scenewise):
         for preset in (None, *cls.presets):
             cfg = build_config(cls, preset, (), [])
             assert max(cfg.fit.horizons) <= cfg.scene.frames_observed
-    assert build_config(MosivScenewiseConfig, None, (), []).compare == []
+    assert build_config(scenewise, None, (), []).compare == []
 
 
 @pytest.mark.parametrize(

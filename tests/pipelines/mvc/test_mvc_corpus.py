@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.mvc.config import MVCAttnConfig, MVCConfig
 from rayworks.pipelines.mvc.corpus import SIL, WORD, build_corpus, find_espeak, sentences
-from rayworks.platform.config import build_config
 
 ESPEAK = shutil.which("espeak-ng")
 CORPUS = {"espeak_bin": "espeak-ng", "seed": 0, "n_utterances": 4, "min_words": 3,

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from rayworks.core import checkpoint as ckpt
 from rayworks.pipelines.mvc.corpus import Corpus
 from rayworks.pipelines.mvc.decoder import Decoder, collate, references, speaker_pools
 from rayworks.pipelines.mvc.layers import alignment
 from rayworks.pipelines.mvc.stacks import CausalTextEncoder, ConditioningStack
 from rayworks.pipelines.mvc.train import train_stack
-from rayworks.platform import checkpoint as ckpt
 
 STACK = {"width": 16, "text_layers": 1, "conv_layers": 1, "heads": 2, "d_state": 2, "d_conv": 4,
          "expand": 1, "scan_chunk": 8, "scan_parallel": False, "dropout": 0.1,

@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, recall_score
 
 from rayworks.pipelines.pft.config import DataConfig
-from rayworks.pipelines.pft.evaluate import mean_ci, scores
+from rayworks.pipelines.pft.evaluate import scores
 from rayworks.pipelines.pft.subjects import (
     Style,
     base_images,
@@ -17,6 +17,7 @@ from rayworks.pipelines.pft.subjects import (
     split_pools,
     target_subject,
 )
+from rayworks.platform.stats import mean_ci
 
 DATA = DataConfig(n_source_subjects=2, n_target_subjects=2, source_frames_per_class=5,
                   adapt_frames=6, test_frames_per_class=4).model_dump(mode="json")  # fmt: skip

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
+from rayworks.core.config import build_config
 from rayworks.models import DecoderSpec, load_tokenizer
 from rayworks.pipelines.rl.base import base_models, cache_key, sft_config
 from rayworks.pipelines.rl.config import PPOConfig, SFTConfig
-from rayworks.platform.config import build_config
 
 
 def test_given_policy_and_random_critic_backbone_are_built_once(tmp_path: Path, tiny_lm):
@@ -38,9 +38,9 @@ def test_sft_config_trains_on_completions_and_keys_follow_the_config():
 
 
 def test_a_symmetric_critic_is_built_at_the_policys_size(tmp_path, monkeypatch):
+    from rayworks.core.config import build_config
     from rayworks.pipelines.rl import base
     from rayworks.pipelines.rl.config import PPOConfig
-    from rayworks.platform.config import build_config
 
     built = []
     monkeypatch.setattr(base, "build_base", lambda cache, name, cfg, **kw: built.append(

@@ -7,7 +7,7 @@ import torch
 
 from rayworks.pipelines.rl.batch import make_batch
 from rayworks.pipelines.rl.learner import response_logits, token_logp
-from rayworks.pipelines.rl.rollout import HFEngine, Rollout, SamplingConfig
+from rayworks.platform.rollout import HFEngine, Rollout, SamplingConfig
 
 
 @pytest.fixture(scope="module")

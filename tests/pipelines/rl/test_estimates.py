@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
+from rayworks.core.config import build_config
 from rayworks.pipelines.rl import asyppo, grpo, ppo
 from rayworks.pipelines.rl.batch import RolloutBatch
 from rayworks.pipelines.rl.config import AsyPPOConfig, PPOConfig, RLConfig
-from rayworks.platform.config import build_config
 
 
 def batch_of(rewards: list[float], lengths: list[int], t: int = 6) -> RolloutBatch:

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from rayworks.core.config import build_config
 from rayworks.models import load_causal_lm, load_tokenizer
 from rayworks.pipelines.lm.train_loop import Dist, Learner
 from rayworks.pipelines.rl import grpo
 from rayworks.pipelines.rl.batch import Estimate, make_batch
 from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.learner import logp_of, policy_update, shuffled
-from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
-from rayworks.platform.config import build_config
 from rayworks.platform.registry import get_pipeline
+from rayworks.platform.rollout import HFEngine, SamplingConfig
 
 PROMPTS = ["Q: 12+3=\n", "Q: 7-2=\n", "Q: 40+1=\n", "Q: 9-9=\n"]  # different token lengths
 

@@ -11,7 +11,8 @@ import torch
 from tokenizers import processors
 from transformers import GPT2LMHeadModel
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.models import (
     DecoderSpec,
     TokenizerSpec,
@@ -26,8 +27,7 @@ from rayworks.pipelines.rl.algo import masked_mean
 from rayworks.pipelines.rl.batch import Estimate, make_batch
 from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.learner import logp_of, policy_update
-from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig, encode_prompts
-from rayworks.platform.config import build_config
+from rayworks.platform.rollout import HFEngine, SamplingConfig, encode_prompts
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

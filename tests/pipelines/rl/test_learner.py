@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from rayworks.core.config import build_config
 from rayworks.models import load_causal_lm
 from rayworks.pipelines.lm.data import batch_rows
 from rayworks.pipelines.lm.train_loop import Dist, Learner
 from rayworks.pipelines.rl.batch import Estimate, make_batch
 from rayworks.pipelines.rl.config import RLConfig
 from rayworks.pipelines.rl.learner import broadcast, policy_update, response_logits, token_logp
-from rayworks.pipelines.rl.rollout import HFEngine, SamplingConfig
-from rayworks.platform.config import build_config
+from rayworks.platform.rollout import HFEngine, SamplingConfig
 
 
 @pytest.fixture(scope="module")

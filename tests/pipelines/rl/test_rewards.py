@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from rayworks.core.errors import ConfigError, UnknownNameError
 from rayworks.data.tasks import Example, get_task
-from rayworks.errors import ConfigError, UnknownNameError
 from rayworks.pipelines.rl.rewards import (
     REWARDS,
     CombinedReward,

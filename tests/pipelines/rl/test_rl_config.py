@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.rl.config import AsyPPOConfig, PPOConfig, RLConfig
-from rayworks.platform.config import build_config
 
 
 def test_setting_one_critic_key_keeps_asyppo_two_critics():

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks.base import Example, split_of
-from rayworks.errors import ConfigError
 from rayworks.pipelines.rl import prompt_file as pf
 from rayworks.pipelines.rl.base import base_models
 from rayworks.pipelines.rl.config import PPOConfig, RLConfig
@@ -24,7 +25,6 @@ from rayworks.pipelines.rl.verifiers import (
     numeric_verifier,
 )
 from rayworks.platform import launch
-from rayworks.platform.config import build_config
 
 GOOD = [{"prompt": f"Q: {a}+{b}=", "answer": str(a + b)} for a in range(1, 8) for b in range(1, 8)]
 # (raw line, why it is rejected); bytes where the line is not text

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.models.kv_forward import KVCache, forward
 from rayworks.pipelines.speckv.config import SnapKVConfig, SpecKVConfig
 from rayworks.pipelines.speckv.evaluate import decode, decode_batch, recall_at, stack
-from rayworks.platform.config import build_config
 
 
 def test_smoke_run_through_cli(cli, cli_env) -> None:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from rayworks.core.errors import ConfigError
 from rayworks.data.tasks import get_task
-from rayworks.errors import ConfigError
 from rayworks.pipelines.rl.rewards import CombinedReward, RewardSpec
 from rayworks.pipelines.trust_grpo.config import TRMConfig, VLMPolicyConfig
 from rayworks.pipelines.trust_grpo.policy import vlm_policy

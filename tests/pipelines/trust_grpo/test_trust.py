@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from rayworks.pipelines.rl.batch import make_batch
-from rayworks.pipelines.rl.rollout import Rollout
 from rayworks.pipelines.trust_grpo.config import ThinkingConfig, TrustGRPOConfig
 from rayworks.pipelines.trust_grpo.trust import (
     anneal_factor,
@@ -17,6 +16,7 @@ from rayworks.pipelines.trust_grpo.trust import (
     released_thinking,
     trust_weight,
 )
+from rayworks.platform.rollout import Rollout
 
 T = torch.tensor
 

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from rayworks.errors import RayworksError
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import (
     RULES,
     Allocation,

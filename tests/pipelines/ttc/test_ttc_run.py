@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.ttc.config import TTCConfig
 from rayworks.pipelines.ttc.pipeline import run_ttc
 from rayworks.pipelines.ttc.sampler import cached_pool
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rayworks.errors import ConfigError, RayworksError
+from rayworks.core.errors import ConfigError, RayworksError
 from rayworks.evals.run import run_evaluation
 from rayworks.pipelines.vudg.dataset import read_annotations, write_dataset
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from rayworks.core.config import build_config
 from rayworks.pipelines.vudg.config import VUDGConfig
 from rayworks.pipelines.vudg.pipeline import run_vudg
-from rayworks.platform.config import build_config
 from rayworks.platform.context import RunContext
 
 TINY = ["data.domains=[fog,night]", "data.n_train=4", "data.n_test=3",

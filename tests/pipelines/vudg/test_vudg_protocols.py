@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rayworks.errors import ConfigError
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
 from rayworks.pipelines.vudg.config import VUDGConfig
 from rayworks.pipelines.vudg.protocols import avg_m, avg_s, plan
-from rayworks.platform.config import build_config
 
 
 def test_avg_m_and_avg_s_on_a_hand_made_table() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import rayworks.models.vit_train as vit_train
-from rayworks.errors import ConfigError
-from rayworks.pipelines.wasi.config import WASIConfig, WASILoRAConfig, WASIVanillaConfig
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.wasi.config import WASIConfig
 from rayworks.pipelines.wasi.finetune import (
     SettingSpec,
     build_model,
@@ -21,7 +22,7 @@ from rayworks.pipelines.wasi.finetune import (
 from rayworks.pipelines.wasi.lora import LoRALinear
 from rayworks.pipelines.wasi.memory import peak_rss_probe
 from rayworks.pipelines.wasi.wasi_linear import WASILinear
-from rayworks.platform.config import build_config
+from rayworks.platform.registry import get_pipeline
 
 TINY = ["finetune.epochs=1", "finetune.batch_size=64", "latency_reps=1", "measure_rss=false"]
 
@@ -93,8 +94,8 @@ def test_settings_and_config_errors_name_the_key() -> None:
     assert [s.label for s in plan_settings(cfg)] == [
         "vanilla", "wasi_e50", "wasi_e80", "wsi_e80", "asi", "lora"
     ]  # fmt: skip
-    assert build_config(WASIVanillaConfig, "smoke").settings == ["vanilla"]
-    assert build_config(WASILoRAConfig, "smoke").method == "lora"
+    assert build_config(get_pipeline("wasi_vanilla").config, "smoke").settings == ["vanilla"]
+    assert build_config(get_pipeline("wasi_lora").config, "smoke").method == "lora"
     with pytest.raises(ConfigError, match=r"headline_eps=0\.7"):
         build_config(WASIConfig, "smoke", (), ["headline_eps=0.7"])
     with pytest.raises(ConfigError, match="eps_list"):

@@ -1,0 +1,3 @@
+"""Temporary alias of `rayworks.core.errors` (removed once every module imports core)."""
+
+from rayworks.core.errors import *  # noqa: F403
