@@ -1,9 +1,9 @@
-"""Baselines at matched two-qubit gate budgets G (method card §1, CPU recipe).
+"""Baselines at matched two-qubit gate budgets G (our reconstructed CPU recipe, docs/aqer.md).
 
 - Hardware-efficient circuit (HEC): |0..0> through layers of RY·RZ on every qubit, each
   followed by an RZZ ladder (0,1), (1,2), ..., (N-2, N-1); exactly G RZZ gates (the last
   ladder is cut short) and a final rotation layer. Adam on all angles from a uniform random
-  start, best of `restarts` starts (card: best of 3 seeds).
+  start, best of `restarts` starts (reconstructed recipe: best of 3 seeds).
 - MPS-layer loader (Ran 2020 style): repeatedly (i) truncate the current state |ψ_k> to an
   MPS of bond dimension 2 (right-canonical, SVD sweep from the right), (ii) turn that MPS
   into one staircase layer L_{k+1} of N-1 general two-qubit gates with

@@ -2,21 +2,27 @@
 
     rayworks run aqer --preset smoke
     rayworks bench aqer --preset default --seeds 1     # AQER vs HEC vs MPS-layer loader
+    rayworks bench aqer --preset tfim10 --seeds 3 --no-ablations --set compare=[] \
+        --set gate_count=cnot                          # TFIM, N = 10, budgets in MPS layers
 
-Defaults follow the method card's CPU recipe (reconstructed), scaled to the ~10-minute
+Defaults follow our reconstructed CPU recipe (docs/aqer.md), scaled to the ~10-minute
 bench budget on 2 shared cores: N = 8 qubits instead of 10, 3 digits / 3 TFIM fields /
 3 brickwork states instead of 5 / 3 / 5, G ∈ {10, 20, 40} instead of {10, 20, 40, 80},
 300 Adam steps instead of 2000 (AQER Step III and HEC alike), HEC best of 2 starts
 instead of 3.
+
+`budget_layers` states the budgets as whole MPS layers instead: G = k x (the cost of one
+MPS layer under `gate_count`), so the MPS-layer loader uses its budget exactly and AQER
+(one RZZ per block) and the HEC (RZZ gates) get the same G; `layer_budgets` derives them.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rayworks.platform.config import Config, PipelineConfig
+from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["aqer", "hec", "mps"]
 Family = Literal["digits", "tfim", "brickwork"]
@@ -24,25 +30,59 @@ GateCount = Literal["two_qubit", "cnot"]
 
 # Two-qubit cost of each gate kind under each counting convention (reconstructed):
 # "two_qubit" counts every two-qubit gate once (the paper's MPS counts, 36 = 4 x 9 at N=10,
-# suggest this); "cnot" counts an RZZ as 2 CNOTs and a general SU(4) gate as 3.
+# suggest this); "cnot" counts an RZZ as 2 CNOTs (exact) and a general SU(4) gate as 3 (its
+# worst case: the real orthogonal gates the MPS loader builds for a real target can need 2,
+# see `gatecount.py`).
 GATE_COST = {"two_qubit": {"rzz": 1, "su4": 1}, "cnot": {"rzz": 2, "su4": 3}}
+DEFAULT_GATES = [10, 20, 40]
+DEFAULT_HEADLINE_GATES = 40
+
+
+def block_cost(gate_count: GateCount) -> int:
+    """Cost of one AQER block or one HEC entangler: a single RZZ (1, or 2 CNOTs)."""
+    return GATE_COST[gate_count]["rzz"]
+
+
+def mps_layer_cost(n_qubits: int, gate_count: GateCount) -> int:
+    """Cost of one MPS layer: a staircase of N-1 general SU(4) gates (N-1, or 3(N-1) CNOTs)."""
+    return (n_qubits - 1) * GATE_COST[gate_count]["su4"]
+
+
+def layer_budgets(n_qubits: int, gate_count: GateCount, layers: list[int]) -> list[int]:
+    """Budgets G = k x (one MPS layer's cost) for k in `layers`, each also a whole number of
+    AQER blocks / HEC RZZs (under `cnot` at N = 10 a layer is 27 CNOTs, so k must be even).
+
+    Raises ValueError naming `budget_layers` when some k gives a budget that the RZZ-based
+    loaders cannot use exactly."""
+    per_layer, per_block = mps_layer_cost(n_qubits, gate_count), block_cost(gate_count)
+    if not layers or any(k < 1 for k in layers):
+        raise ValueError(f"budget_layers={layers} must be a non-empty list of positive integers")
+    gates = [k * per_layer for k in layers]
+    bad = [k for k, g in zip(layers, gates, strict=True) if g % per_block]
+    if bad:
+        raise ValueError(
+            f"budget_layers={layers}: {bad} layers of {per_layer} gates (N={n_qubits}, "
+            f"gate_count={gate_count!r}) are not a multiple of {per_block}, the cost of one "
+            "AQER block / HEC RZZ; use multiples that are"
+        )
+    return gates
 
 
 class TargetsConfig(Config):
-    """The target states (card: digits, GS-TFIM, random-circuit states)."""
+    """The target states (recipe: digits, GS-TFIM, random-circuit states)."""
 
     families: list[Family] = Field(
         default_factory=lambda: ["digits", "tfim", "brickwork"],
         description="target families loaded",
     )
-    n_digits: int = Field(3, ge=1, le=1797, description="load_digits images 0..n-1 (card: 5)")
+    n_digits: int = Field(3, ge=1, le=1797, description="load_digits images 0..n-1 (recipe: 5)")
     tfim_fields: list[float] = Field(
         default_factory=lambda: [0.5, 1.0, 1.5],
-        description="transverse fields h of the TFIM ground states (card: 0.5, 1.0, 1.5)",
+        description="transverse fields h of the TFIM ground states (recipe: 0.5, 1.0, 1.5)",
     )
-    n_brickwork: int = Field(3, ge=1, description="random brickwork states (card: 5)")
+    n_brickwork: int = Field(3, ge=1, description="random brickwork states (recipe: 5)")
     brickwork_depth: int = Field(
-        4, ge=1, description="brickwork layers of Haar two-qubit gates (card: 4-6; reconstructed)"
+        4, ge=1, description="brickwork layers of Haar two-qubit gates (recipe: 4-6; reconstructed)"
     )
 
 
@@ -67,9 +107,9 @@ class AqerSettings(Config):
 class HecSettings(Config):
     """Hardware-efficient circuit baseline."""
 
-    adam_steps: int = Field(300, ge=1, description="Adam steps per start (card: 2000; scaled)")
-    lr: float = Field(1e-2, gt=0, description="Adam learning rate (card: 1e-2)")
-    restarts: int = Field(2, ge=1, description="random starts, best kept (card: 3; scaled)")
+    adam_steps: int = Field(300, ge=1, description="Adam steps per start (recipe: 2000; scaled)")
+    lr: float = Field(1e-2, gt=0, description="Adam learning rate (recipe: 1e-2)")
+    restarts: int = Field(2, ge=1, description="random starts, best kept (recipe: 3; scaled)")
 
 
 class AqerConfig(PipelineConfig):
@@ -86,6 +126,14 @@ class AqerConfig(PipelineConfig):
             "hec": {"adam_steps": 20, "restarts": 1},
             "scaling_qubits": [],
         },
+        # The TFIM cells at the paper's N = 10, budgets of 2 and 4 MPS layers under
+        # either counting (two_qubit: G = 18, 36; --set gate_count=cnot: G = 54, 108).
+        "tfim10": {
+            "n_qubits": 10,
+            "budget_layers": [2, 4],
+            "targets": {"families": ["tfim"]},
+            "scaling_qubits": [],
+        },
     }  # fmt: skip
 
     arm: Arm = Field("aqer", description="loader this run reports (headline)")
@@ -93,12 +141,19 @@ class AqerConfig(PipelineConfig):
         default_factory=lambda: ["hec", "mps"],
         description="loaders also run on the same targets and budgets (table, pass rule)",
     )
-    n_qubits: int = Field(8, ge=2, le=14, description="qubits N (card: 10; scaled to 8)")
+    n_qubits: int = Field(8, ge=2, le=14, description="qubits N (recipe: 10; scaled to 8)")
     gates: list[int] = Field(
-        default_factory=lambda: [10, 20, 40],
-        description="two-qubit gate budgets G (card: 10, 20, 40, 80)",
+        default_factory=lambda: list(DEFAULT_GATES),
+        description="two-qubit gate budgets G (recipe: 10, 20, 40, 80)",
     )
-    headline_gates: int = Field(40, description="G the headline mean infidelity is read at")
+    headline_gates: int = Field(
+        DEFAULT_HEADLINE_GATES, description="G the headline mean infidelity is read at"
+    )
+    budget_layers: list[int] = Field(
+        default_factory=list,
+        description="if set, gates = k x (one MPS layer's cost under gate_count) for each k "
+        "and headline_gates = the largest (explicit gates / headline_gates must agree)",
+    )
     gate_count: GateCount = Field(
         "two_qubit",
         description="gate counting: every two-qubit gate = 1, or CNOTs (RZZ = 2, SU(4) = 3)",
@@ -131,6 +186,32 @@ class AqerConfig(PipelineConfig):
         "reconstructed CPU restriction)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _budgets_from_layers(cls, data: Any) -> Any:
+        """Derive `gates` / `headline_gates` from `budget_layers`; a disagreeing explicit value
+        is an error (the class defaults count as unset, since layers merge onto them)."""
+        if not isinstance(data, dict) or not data.get("budget_layers"):
+            return data
+        n, count = data.get("n_qubits", 8), data.get("gate_count", "two_qubit")
+        if count not in GATE_COST or not isinstance(n, int):
+            return data  # field validation reports the bad value
+        gates = layer_budgets(n, count, list(data["budget_layers"]))
+        given = data.get("gates", DEFAULT_GATES)
+        if given not in (DEFAULT_GATES, gates):
+            raise ValueError(
+                f"gates={given} disagrees with budget_layers={data['budget_layers']} "
+                f"(= gates {gates} at N={n}, gate_count={count!r}); set only one of them"
+            )
+        head = data.get("headline_gates", DEFAULT_HEADLINE_GATES)
+        if head != DEFAULT_HEADLINE_GATES and head not in gates:
+            raise ValueError(
+                f"headline_gates={head} is not one of the budgets {gates} that "
+                f"budget_layers={data['budget_layers']} gives"
+            )
+        head = head if head in gates else max(gates)
+        return {**data, "gates": gates, "headline_gates": head}
+
     @model_validator(mode="after")
     def _consistent(self) -> AqerConfig:
         if not self.gates or any(g < 1 for g in self.gates):
@@ -139,7 +220,7 @@ class AqerConfig(PipelineConfig):
             raise ValueError(
                 f"headline_gates={self.headline_gates} is not one of gates={self.gates}"
             )
-        per_block = GATE_COST[self.gate_count]["rzz"]
+        per_block = block_cost(self.gate_count)
         bad = [g for g in self.gates if g % per_block]
         if bad:
             raise ValueError(
@@ -158,21 +239,3 @@ class AqerConfig(PipelineConfig):
                 f"(state vector up to mps_above={self.mps_above}, MPS beyond)"
             )
         return self
-
-
-class AqerHecConfig(AqerConfig):
-    """Baseline arm: hardware-efficient circuit alone."""
-
-    presets = AqerConfig.presets
-    arm: Arm = Field("hec", description="loader this run reports (headline)")
-    compare: list[Arm] = Field(default_factory=list, description="loaders also run")
-    scaling_qubits: list[int] = Field(default_factory=list, description="no scaling run")
-
-
-class AqerMpsConfig(AqerConfig):
-    """Baseline arm: MPS-layer loader alone."""
-
-    presets = AqerConfig.presets
-    arm: Arm = Field("mps", description="loader this run reports (headline)")
-    compare: list[Arm] = Field(default_factory=list, description="loaders also run")
-    scaling_qubits: list[int] = Field(default_factory=list, description="no scaling run")

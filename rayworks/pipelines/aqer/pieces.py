@@ -2,7 +2,7 @@
 
 Each piece rebuilds its target from (family, index) and seeds itself from its arguments,
 so results are identical in-process and on Ray. Step I runs once per target to the
-largest T (smaller budgets use prefixes, as the card's recipe says); Steps II-III run per
+largest T (smaller budgets use prefixes, as our reconstructed recipe does); Steps II-III run per
 (target, G). The MPS-layer loader also runs once per target (layer prefixes).
 """
 

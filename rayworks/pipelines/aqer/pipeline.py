@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayworks.pipelines.aqer.config import GATE_COST, AqerConfig, AqerHecConfig, AqerMpsConfig
+from rayworks.pipelines.aqer.config import AqerConfig, block_cost, mps_layer_cost
 from rayworks.pipelines.aqer.pieces import run_piece
 from rayworks.pipelines.aqer.report import summarise, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("bound_violations", "win_rate", "infidelity_step2")
 
@@ -46,9 +46,9 @@ def target_specs(cfg: AqerConfig) -> list[dict[str, Any]]:
 def plan_stages(cfg: AqerConfig, specs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
     """Stage A: Step I per target, MPS per target, scaling sizes. Stage B: per (target, G)."""
     arms = [cfg.arm, *cfg.compare]
-    cost = GATE_COST[cfg.gate_count]
-    layer_cost = (cfg.n_qubits - 1) * cost["su4"]
-    max_blocks = max(cfg.gates) // cost["rzz"]
+    per_block = block_cost(cfg.gate_count)
+    layer_cost = mps_layer_cost(cfg.n_qubits, cfg.gate_count)
+    max_blocks = max(cfg.gates) // per_block
     first: list[dict] = []
     if "aqer" in arms:
         first += [{"kind": "step_one", "spec": s, "n_blocks": max_blocks,
@@ -68,10 +68,10 @@ def plan_stages(cfg: AqerConfig, specs: list[dict[str, Any]]) -> tuple[list[dict
     for s in specs:
         for g in cfg.gates:
             if "aqer" in arms:
-                second.append({"kind": "aqer", "spec": s, "n_blocks": g // cost["rzz"],
+                second.append({"kind": "aqer", "spec": s, "n_blocks": g // per_block,
                                "settings": cfg.aqer.model_dump()})  # fmt: skip
             if "hec" in arms:
-                second.append({"kind": "hec", "spec": s, "n_rzz": g // cost["rzz"],
+                second.append({"kind": "hec", "spec": s, "n_rzz": g // per_block,
                                "settings": cfg.hec.model_dump()})  # fmt: skip
     return first, second
 
@@ -79,13 +79,12 @@ def plan_stages(cfg: AqerConfig, specs: list[dict[str, Any]]) -> tuple[list[dict
 def rows_of(cfg: AqerConfig, call: dict, result: dict) -> list[dict[str, Any]]:
     """Table rows (one per arm, target, G) of a finished piece."""
     kind = result["kind"]
-    cost = GATE_COST[cfg.gate_count]
     if kind in ("step_one", "scaling"):
         return []
     spec = call["spec"]
     base = {"family": spec["family"], "target": spec["name"]}
     if kind == "mps":
-        layer_cost = (cfg.n_qubits - 1) * cost["su4"]
+        layer_cost = mps_layer_cost(cfg.n_qubits, cfg.gate_count)
         rows = []
         for g in cfg.gates:
             layers = g // layer_cost
@@ -93,7 +92,7 @@ def rows_of(cfg: AqerConfig, call: dict, result: dict) -> list[dict[str, Any]]:
             rows.append({"arm": "mps", **base, "g": g, "g_used": layers * layer_cost,
                          "infidelity": inf, "seconds": result["seconds"]})  # fmt: skip
         return rows
-    used = (call["n_blocks"] if kind == "aqer" else call["n_rzz"]) * cost["rzz"]
+    used = (call["n_blocks"] if kind == "aqer" else call["n_rzz"]) * block_cost(cfg.gate_count)
     keep = {k: v for k, v in result.items() if k not in ("kind", "g_used")}
     return [{"arm": kind, **base, "g": used, "g_used": used, **keep}]
 
@@ -143,7 +142,16 @@ def run_loaders(cfg: AqerConfig, ctx: RunContext) -> dict[str, float]:
     "aqer",
     config=AqerConfig,
     kind="task",
-    baseline=("aqer_hec", "aqer_mps"),
+    arms={
+        "aqer_hec": Arm(
+            "Hardware-efficient variational circuit (RY·RZ + RZZ ladder, Adam) at matched G.",
+            {"arm": "hec", "compare": [], "scaling_qubits": []},
+        ),
+        "aqer_mps": Arm(
+            "MPS-layer loader (Ran 2020 style: χ = 2 layers of N-1 two-qubit gates) at matched G.",
+            {"arm": "mps", "compare": [], "scaling_qubits": []},
+        ),
+    },
     headline=("infidelity", "min"),
     ablations={
         "random_pairs": ("aqer.pair_order=random", "compare=[]", "scaling_qubits=[]"),
@@ -152,18 +160,4 @@ def run_loaders(cfg: AqerConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: AqerConfig, ctx: RunContext) -> dict[str, float]:
     """AQER (reconstructed): greedy entanglement reduction + product layer + Adam, vs HEC/MPS."""
-    return run_loaders(cfg, ctx)
-
-
-@pipeline("aqer_hec", config=AqerHecConfig, kind="task", headline=("infidelity", "min"),
-          report=REPORT)  # fmt: skip
-def run_hec(cfg: AqerHecConfig, ctx: RunContext) -> dict[str, float]:
-    """Hardware-efficient variational circuit (RY·RZ + RZZ ladder, Adam) at matched G."""
-    return run_loaders(cfg, ctx)
-
-
-@pipeline("aqer_mps", config=AqerMpsConfig, kind="task", headline=("infidelity", "min"),
-          report=REPORT)  # fmt: skip
-def run_mps(cfg: AqerMpsConfig, ctx: RunContext) -> dict[str, float]:
-    """MPS-layer loader (Ran 2020 style: χ = 2 layers of N-1 two-qubit gates) at matched G."""
     return run_loaders(cfg, ctx)

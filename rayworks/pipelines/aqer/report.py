@@ -11,7 +11,7 @@ from rayworks.pipelines.aqer.config import AqerConfig
 from rayworks.pipelines.aqer.entropy import f1, f2
 from rayworks.platform.context import RunContext
 
-PASS_WIN_RATE = 0.8  # card: AQER wins on >= 80% of (state, G) cells
+PASS_WIN_RATE = 0.8  # pass rule: AQER wins on >= 80% of (state, G) cells
 
 
 def _mean(rows: list[dict[str, Any]], key: str = "infidelity") -> float:
@@ -42,7 +42,7 @@ def summarise(
     cfg: AqerConfig, table: list[dict[str, Any]], scaling: list[dict[str, Any]]
 ) -> dict[str, float]:
     """Headline (mean infidelity of `arm` at `headline_gates`), per-arm/G/family means,
-    bound violations, win rates and the card's pass rule (method run with both rivals)."""
+    bound violations, win rates and the pass rule of docs/aqer.md (method run with both rivals)."""
     head = [r for r in table if r["arm"] == cfg.arm and r["g"] == cfg.headline_gates]
     summary: dict[str, float] = {"infidelity": _mean(head), "n_targets": float(len(head))}
     for arm in dict.fromkeys(r["arm"] for r in table):
@@ -127,14 +127,12 @@ def scaling_lines(scaling: list[dict[str, Any]]) -> list[str]:
 
 def scaling_plot(ctx: RunContext, scaling: list[dict[str, Any]]) -> None:
     """scaling.png: Step-II infidelity with [f1, f2] and seconds against N."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     rows = sorted(scaling, key=lambda r: r["n_qubits"])
     n = [r["n_qubits"] for r in rows]
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     ax.plot(n, [r["infidelity_step2"] for r in rows], "-o", label="Step II infidelity")
     ax.fill_between(n, [r["f1"] for r in rows], [min(r["f2"], 1.0) for r in rows],
                     alpha=0.2, label="[f1(S), f2(S)]")  # fmt: skip
@@ -147,18 +145,15 @@ def scaling_plot(ctx: RunContext, scaling: list[dict[str, Any]]) -> None:
     ax.set_title("AQER Steps I-II scaling (sv ≤ mps_above < MPS)")
     fig.tight_layout()
     fig.savefig(ctx.artifacts_dir / "scaling.png", dpi=110)
-    plt.close(fig)
 
 
 def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -> None:
     """infidelity_vs_g.png (per family, mean over targets) and bounds.png (S, infidelity)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     fams = list(dict.fromkeys(r["family"] for r in table))
-    fig, axes = plt.subplots(1, len(fams), figsize=(4.5 * len(fams), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(fams), figsize=(4.5 * len(fams), 3.8), squeeze=False)
     for ax, fam in zip(axes[0], fams, strict=True):
         for arm in dict.fromkeys(r["arm"] for r in table):
             for key, style in (("infidelity", "-o"), ("infidelity_step2", "--x")):
@@ -175,12 +170,11 @@ def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(ctx.artifacts_dir / "infidelity_vs_g.png", dpi=110)
-    plt.close(fig)
 
     aq = [r for r in table if r["arm"] == "aqer"]
     if not aq:
         return
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     s_max = max(max(r["entropy_step1"], r["entropy_final"]) for r in aq) * 1.1 + 1e-3
     s = np.linspace(0, s_max, 200)
     ax.plot(s, f1(s, cfg.n_qubits), "k-", label="f1(S) lower")
@@ -195,4 +189,3 @@ def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(ctx.artifacts_dir / "bounds.png", dpi=110)
-    plt.close(fig)

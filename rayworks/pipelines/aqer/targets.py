@@ -1,4 +1,4 @@
-"""Target states |v> of the reproduction (method card §1, CPU recipe; all reconstructed).
+"""Target states |v> of the reproduction (our CPU recipe, docs/aqer.md; all reconstructed).
 
 - `digits`: scikit-learn's 8x8 `load_digits` images, bicubically resized to
   2^ceil(N/2) x 2^floor(N/2) pixels (8x8 -> 32x32 at N = 10), flattened and L2-normalised

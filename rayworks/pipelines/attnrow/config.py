@@ -4,9 +4,9 @@ its baselines `attnrow_uniform` (uniform-landmark Nyström), `attnrow_performer`
     rayworks run attnrow --preset smoke
     rayworks bench attnrow --preset default --seeds 1
 
-Sizes follow the science card §2 CPU recipe (reconstructed), scaled to the budget: input
+Sizes follow our reconstructed CPU recipe (docs/attnrow.md), scaled to the budget: input
 (b) has d = 32 and n up to 16384; input (a) is one d_h = 16 head of the `lestd` stdlib LM
-(the card's d = 32 LM is not on the platform). Every choice beyond the abstract is
+(the recipe's d = 32 LM is not on the platform). Every choice beyond the abstract is
 reconstructed and is a key below.
 """
 
@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.pipelines.lestd.config import StdlibLMConfig
-from rayworks.platform.config import Config, PipelineConfig
 
 Method = Literal["analogue", "rls_nystrom", "uniform_nystrom", "performer"]
 
@@ -25,7 +25,7 @@ Method = Literal["analogue", "rls_nystrom", "uniform_nystrom", "performer"]
 class SyntheticConfig(Config):
     """Input (b): clustered tokens whose kernel spectrum does not depend on n."""
 
-    d: int = Field(32, ge=2, description="head dimension (card: 32)")
+    d: int = Field(32, ge=2, description="head dimension (recipe: 32)")
     clusters: int = Field(8, ge=1, description="number of token clusters C")
     center_logit: float = Field(
         3.0, gt=0, description="own-centre logit ‖c‖²/√d: how peaked attention is"
@@ -67,6 +67,23 @@ class RLSConfig(Config):
     leaf_size: int = Field(256, ge=8, description="stop halving at this many points")
 
 
+class SublinearConfig(Config):
+    """Error of the analogue at m sublinear in n (reconstructed): at every n of `n_grid`
+    (input b, s = headline s, s_λ is n-invariant there) and every exponent β, the shared
+    sample has m = ceil(m_at_min_n · (n / min n_grid)^β) rows, so m/n falls as n grows."""
+
+    enabled: bool = Field(True, description="run the sweep (needs the analogue in the run)")
+    n_grid: list[int] = Field(
+        default_factory=lambda: [1024, 2048, 4096, 8192, 16384],
+        description="n of input (b) for the sweep",
+    )
+    exponents: list[float] = Field(
+        default_factory=lambda: [0.5, 0.75],
+        description="β of m ∝ n^β (β < 1: sublinear; 0.5 is the √n of the quantum bound)",
+    )
+    m_at_min_n: int = Field(256, ge=1, description="m at the smallest n of n_grid")
+
+
 class LMInputConfig(Config):
     """Input (a): one head of the stdlib char LM (reported, not gated)."""
 
@@ -77,7 +94,7 @@ class LMInputConfig(Config):
         description="an already trained LM folder to load instead (e.g. the `lestd` cache "
         "runs/cache/lestd_lm/lm-<hash>); None = train `lm` once, cached",
     )
-    layer: int = Field(2, ge=0, description="decoder layer whose q/k/v are captured (card: 2)")
+    layer: int = Field(2, ge=0, description="decoder layer whose q/k/v are captured (recipe: 2)")
     head: int = Field(0, ge=0, description="attention head captured")
     n: int = Field(2048, ge=16, description="tokens of held-out text (rows concatenated)")
 
@@ -89,7 +106,9 @@ class AttnRowConfig(PipelineConfig):
         "smoke": {
             "n_ref": 512, "n_grid": [256, 512, 1024], "spectrum_n": 256,
             "landmark_multiples": [1.0, 4.0], "headline_multiple": 4.0,
-            "samples": 512, "sample_grid": [64, 256, 1024], "sample_seeds": 2,
+            "samples": 512, "sample_grid": [128, 512, 2048], "sample_seeds": 2,
+            "landmark_draws": 2,
+            "sublinear": {"n_grid": [256, 1024], "exponents": [0.5], "m_at_min_n": 64},
             "scales": [0.75, 1.0, 1.25], "query_rows": 10, "timing_rows": 10,
             "lm_input": {"n": 256, "layer": 1,
                          "lm": {"model": {"d_model": 32, "n_layer": 2, "n_head": 2,
@@ -111,7 +130,7 @@ class AttnRowConfig(PipelineConfig):
     n_ref: int = Field(4096, ge=16, description="n of input (b) for the error sweeps")
     n_grid: list[int] = Field(
         default_factory=lambda: [512, 1024, 2048, 4096, 8192, 16384],
-        description="n of input (b) for per-query time vs n (card: 512 ... 16384)",
+        description="n of input (b) for per-query time vs n (recipe: 512 ... 16384)",
     )
     spectrum_n: int = Field(
         1024, ge=8, description="n of the exact eigendecomposition that sets s_λ on (b)"
@@ -125,8 +144,18 @@ class AttnRowConfig(PipelineConfig):
     )
     headline_multiple: float = Field(8.0, description="s/s_λ the headline is read at")
     samples: int = Field(
-        2048, ge=1, description="m: rows sampled for u and for Z in the analogue (reconstructed)"
+        2048, ge=1, description="m: rows sampled for u and Z in the analogue (reconstructed)"
     )
+    estimator: Literal["shared", "independent"] = Field(
+        "shared",
+        description="shared: u and Z from one leverage sample of [1, V] (self-normalising); "
+        "independent: u from m uniform K rows, Z from m other rows ∝ leverage of V",
+    )
+    landmark_draws: int = Field(
+        5, ge=1,
+        description="landmark draws per (input, method, s); errors are means over them, "
+        "with 95% t-intervals (RLS vs uniform is paired by draw)",
+    )  # fmt: skip
     sample_grid: list[int] = Field(
         default_factory=lambda: [64, 128, 256, 512, 1024, 2048, 4096],
         description="m values of the error-vs-samples sweep (fixed landmarks)",
@@ -136,7 +165,7 @@ class AttnRowConfig(PipelineConfig):
         default_factory=lambda: [0.5, 0.75, 1.0, 1.25, 1.5, 2.0],
         description="norm scales of Q, K for s_λ vs scale on (b)",
     )
-    query_rows: int = Field(100, ge=1, description="random query rows scored (card: 100)")
+    query_rows: int = Field(100, ge=1, description="random query rows scored (recipe: 100)")
     timing_rows: int = Field(100, ge=1, description="single-row queries timed per n")
     target_eps: float = Field(
         0.05, gt=0, description="pass rule's median relative row error target ε (reconstructed)"
@@ -151,12 +180,16 @@ class AttnRowConfig(PipelineConfig):
     rls: RLSConfig = Field(default_factory=RLSConfig)
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
     imbalanced: ImbalancedConfig = Field(default_factory=ImbalancedConfig)
+    sublinear: SublinearConfig = Field(default_factory=SublinearConfig)
     lm_input: LMInputConfig = Field(default_factory=LMInputConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> AttnRowConfig:
-        for key in ("landmark_multiples", "n_grid", "sample_grid", "scales"):
-            values = getattr(self, key)
+        lists = {key: getattr(self, key)
+                 for key in ("landmark_multiples", "n_grid", "sample_grid", "scales")}  # fmt: skip
+        lists["sublinear.n_grid"] = self.sublinear.n_grid
+        lists["sublinear.exponents"] = self.sublinear.exponents
+        for key, values in lists.items():
             if not values or any(x <= 0 for x in values):
                 raise ValueError(f"{key}={values} must be a non-empty list of positive numbers")
         if len(self.n_grid) < 2 or len(self.sample_grid) < 2:
@@ -180,19 +213,3 @@ class AttnRowConfig(PipelineConfig):
         if self.lm_input.head >= spec.n_head:
             raise ValueError(f"lm_input.head={self.lm_input.head} >= n_head={spec.n_head}")
         return self
-
-
-class AttnRowUniformConfig(AttnRowConfig):
-    """Baseline arm: uniform-landmark Nyström with exact D and Z."""
-
-    presets = AttnRowConfig.presets
-    method: Method = Field("uniform_nystrom", description="method this run reports")
-    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")
-
-
-class AttnRowPerformerConfig(AttnRowConfig):
-    """Baseline arm: Performer positive random features (r = s features)."""
-
-    presets = AttnRowConfig.presets
-    method: Method = Field("performer", description="method this run reports")
-    compare: list[Method] = Field(default_factory=list, description="methods also evaluated")

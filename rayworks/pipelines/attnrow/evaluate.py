@@ -1,10 +1,12 @@
 """The independent pieces of one `attnrow` run (each a pure function of its arguments, so
 `fan_out` can run them as Ray tasks): s_λ vs norm scale (and of input b'), row error vs
-landmarks per method and input (on b' also over small-cluster rows), sampling error vs m,
-and per-query time / oracle calls vs n.
+landmarks per method and input (on b' also over small-cluster rows; a mean over
+`landmark_draws` landmark draws), sampling error vs m (both estimators), error at m
+sublinear in n, and per-query time / oracle calls vs n.
 
 Methods (all at s landmarks or r = s random features):
-- `analogue`: the full classical analogue (recursive-RLS landmarks, sampled u, Z);
+- `analogue`: the full classical analogue (recursive-RLS landmarks, u and Z sampled from
+  one shared sample, or independently with `estimator="independent"`);
 - `rls_nystrom`: the same landmarks with exact D and Z;
 - `uniform_nystrom`: uniform landmarks, exact D and Z;
 - `performer`: positive random features, r = s (matched feature count).
@@ -39,11 +41,11 @@ from rayworks.pipelines.attnrow.structure import (
     build,
     classical_calls,
     modelled_quantum_calls,
-    normaliser,
-    product,
     query_ops,
     query_row,
+    sample_stages,
 )
+from rayworks.platform.stats import mean_ci
 
 Row = dict[str, Any]
 PLAN = {  # method -> (landmarks, normaliser, product)
@@ -53,12 +55,16 @@ PLAN = {  # method -> (landmarks, normaliser, product)
 }
 
 
-def options(cfg: AttnRowConfig, method: Method, n: int, s: int, m: int | None = None):
+def options(
+    cfg: AttnRowConfig, method: Method, n: int, s: int, m: int | None = None,
+    estimator: str | None = None,
+) -> BuildOptions:  # fmt: skip
     landmarks, norm, prod = PLAN[method]
     return BuildOptions(
         s=s, m=m or cfg.samples, lam=cfg.lambda_rel * 2 * n, landmarks=landmarks,
         normaliser=norm, product=prod, inverse=cfg.inverse, pinv_rcond=cfg.pinv_rcond,
-        rls_oversample=cfg.rls.oversample, rls_leaf_size=cfg.rls.leaf_size,
+        estimator=estimator or cfg.estimator, rls_oversample=cfg.rls.oversample,
+        rls_leaf_size=cfg.rls.leaf_size,
     )  # fmt: skip
 
 
@@ -116,13 +122,25 @@ def imbalanced_spectrum_piece(cfg: AttnRowConfig) -> Row:
             "top_eigenvalue": float(ev[-1]), "lambda": lam}  # fmt: skip
 
 
+def draw_seed(cfg: AttnRowConfig, s: int, draw: int) -> list[int]:
+    """Seed of landmark draw `draw` at s landmarks (draw 0 is the single draw of old runs)."""
+    return [cfg.seed, 11, s] if draw == 0 else [cfg.seed, 11, s, draw]
+
+
+def _with_ci(row: Row, key: str, values: list[float]) -> None:
+    """row[key] = mean over draws, key_lo / key_hi = its 95% t-interval, key_draws = values."""
+    mean, lo, hi = mean_ci(values)
+    row.update({key: mean, f"{key}_lo": lo, f"{key}_hi": hi, f"{key}_draws": values})
+
+
 def error_piece(
     cfg: AttnRowConfig, data: str, method: Method, q, k, v, s_lambda: float,
     minor: np.ndarray | None = None,
 ) -> list[Row]:  # fmt: skip
-    """Median / p90 relative row error of `method` for every landmark multiple; with
-    `minor` (candidate query rows, e.g. those in the small clusters of input b') also
-    `row_err_minor`, the median over up to `query_rows` of them."""
+    """Median / p90 relative row error of `method` for every landmark multiple, each a mean
+    over `landmark_draws` landmark draws (with 95% t-intervals; per-draw values kept for
+    paired comparisons); with `minor` (candidate query rows, e.g. those in the small
+    clusters of input b') also `row_err_minor`, the median over up to `query_rows` of them."""
     n = len(k)
     rows = query_indices(n, cfg.query_rows, cfg.seed)
     exact = exact_rows(q[rows], k, v)
@@ -132,46 +150,94 @@ def error_piece(
         exact_minor = exact_rows(q[minor], k, v)
     out = []
     for mult, s in landmark_counts(cfg, s_lambda, n).items():
-        struct, _, build_s = build_method(cfg, method, q, k, v, s, [cfg.seed, 11, s])
-        err = relative_errors(struct.query_many(q[rows]), exact)
+        med, p90, med_minor, build_s = [], [], [], 0.0
+        for draw in range(cfg.landmark_draws):
+            struct, _, secs = build_method(cfg, method, q, k, v, s, draw_seed(cfg, s, draw))
+            err = relative_errors(struct.query_many(q[rows]), exact)
+            med.append(float(np.median(err)))
+            p90.append(float(np.quantile(err, 0.9)))
+            build_s += secs
+            if minor is not None and len(minor):
+                err_minor = relative_errors(struct.query_many(q[minor]), exact_minor)
+                med_minor.append(float(np.median(err_minor)))
         row = {"table": "error", "input": data, "method": method, "n": n, "s": s,
-               "multiple": mult, "s_over_slambda": s / s_lambda,
-               "row_err": float(np.median(err)), "row_err_p90": float(np.quantile(err, 0.9)),
-               "build_s": build_s}  # fmt: skip
+               "multiple": mult, "s_over_slambda": s / s_lambda, "draws": cfg.landmark_draws,
+               "row_err_p90": float(np.mean(p90)), "build_s": build_s / cfg.landmark_draws}  # fmt: skip
+        _with_ci(row, "row_err", med)
         if minor is not None:
-            row["row_err_minor"] = (
-                float(np.median(relative_errors(struct.query_many(q[minor]), exact_minor)))
-                if len(minor) else math.nan
-            )  # fmt: skip
+            if len(minor):
+                _with_ci(row, "row_err_minor", med_minor)
+            else:
+                row["row_err_minor"] = math.nan
             row["minor_rows"] = len(minor)
         out.append(row)
     return out
 
 
+def sampled_errors(
+    cfg: AttnRowConfig, ref: AttentionRows, q, k, v, rows: np.ndarray, m: int, rep: int,
+    estimator: str, exact: np.ndarray, ref_rows: np.ndarray,
+) -> tuple[float, float]:  # fmt: skip
+    """(median error vs the exact-D, Z rows of the same landmarks, median error vs exact
+    attention) of one sampled u, Z of size m with `ref`'s landmarks."""
+    n, s = len(k), len(ref.landmarks)
+    rng = np.random.default_rng([cfg.seed, 13, m, rep])
+    opts = options(cfg, "analogue", n, s, m, estimator)
+    u, z, alpha = sample_stages(RowOracle(q, k, v), ref.landmarks, opts, rng)
+    approx = AttentionRows(ref.landmarks, ref.m_inv, u, z, alpha).query_many(q[rows])
+    return (float(np.median(relative_errors(approx, ref_rows))),
+            float(np.median(relative_errors(approx, exact))))  # fmt: skip
+
+
 def sampling_piece(cfg: AttnRowConfig, q, k, v, s: int) -> list[Row]:
     """Error vs m with fixed RLS landmarks: the analogue's rows against the same landmarks
-    with exact D, Z (the sampling error alone) and against exact attention."""
+    with exact D, Z (the sampling error alone) and against exact attention, for the
+    configured estimator (`sampling_err`, `row_err`) and the other one (`*_other`)."""
     n = len(k)
     rows = query_indices(n, cfg.query_rows, cfg.seed)
     exact = exact_rows(q[rows], k, v)
     ref, _, _ = build_method(cfg, "rls_nystrom", q, k, v, s, [cfg.seed, 11, s])
     ref_rows = ref.query_many(q[rows])
+    other = "independent" if cfg.estimator == "shared" else "shared"
     out = []
     for m in cfg.sample_grid:
-        sampling, total = [], []
-        for rep in range(cfg.sample_seeds):
-            rng = np.random.default_rng([cfg.seed, 13, m, rep])
-            opts = options(cfg, "analogue", n, s, m)
-            oracle = RowOracle(q, k, v)
-            z, alpha = product(oracle, ref.landmarks, opts, rng)
-            sampled = AttentionRows(
-                ref.landmarks, ref.m_inv, normaliser(oracle, ref.landmarks, opts, rng), z, alpha
-            )
-            approx = sampled.query_many(q[rows])
-            sampling.append(np.median(relative_errors(approx, ref_rows)))
-            total.append(np.median(relative_errors(approx, exact)))
-        out.append({"table": "sampling", "n": n, "s": s, "m": m,
-                    "sampling_err": float(np.mean(sampling)), "row_err": float(np.mean(total))})  # fmt: skip
+        row: Row = {"table": "sampling", "n": n, "s": s, "m": m, "estimator": cfg.estimator,
+                    "other": other}  # fmt: skip
+        for est, tag in ((cfg.estimator, ""), (other, "_other")):
+            errs = [sampled_errors(cfg, ref, q, k, v, rows, m, rep, est, exact, ref_rows)
+                    for rep in range(cfg.sample_seeds)]  # fmt: skip
+            row[f"sampling_err{tag}"] = float(np.mean([e[0] for e in errs]))
+            row[f"row_err{tag}"] = float(np.mean([e[1] for e in errs]))
+        out.append(row)
+    return out
+
+
+def sublinear_m(cfg: AttnRowConfig, n: int, exponent: float) -> int:
+    """m = ceil(m_at_min_n · (n / min n_grid)^β): sublinear in n for β < 1."""
+    sub = cfg.sublinear
+    return math.ceil(sub.m_at_min_n * (n / min(sub.n_grid)) ** exponent)
+
+
+def sublinear_piece(cfg: AttnRowConfig, n: int, s: int) -> list[Row]:
+    """Analogue row error on input (b) at n tokens with m = `sublinear_m(n, β)` samples
+    (the configured estimator) for each β: one RLS landmark set per n, `sample_seeds`
+    sample draws (mean, 95% t-interval). `landmark_err`: same landmarks, exact D and Z."""
+    q, k, v = clustered_tokens(cfg.synthetic, n, cfg.seed)
+    rows = query_indices(n, cfg.query_rows, cfg.seed)
+    exact = exact_rows(q[rows], k, v)
+    s = min(s, 2 * n)
+    ref, _, _ = build_method(cfg, "rls_nystrom", q, k, v, s, [cfg.seed, 23, n])
+    ref_rows = ref.query_many(q[rows])
+    landmark_err = float(np.median(relative_errors(ref_rows, exact)))
+    out = []
+    for beta in cfg.sublinear.exponents:
+        m = sublinear_m(cfg, n, beta)
+        errs = [sampled_errors(cfg, ref, q, k, v, rows, m, rep, cfg.estimator, exact, ref_rows)[1]
+                for rep in range(cfg.sample_seeds)]  # fmt: skip
+        row: Row = {"table": "sublinear", "n": n, "s": s, "exponent": beta, "m": m,
+                    "m_over_n": m / n, "landmark_err": landmark_err}  # fmt: skip
+        _with_ci(row, "row_err", errs)
+        out.append(row)
     return out
 
 
@@ -245,6 +311,7 @@ PIECES = {
     "imb_spectrum": imbalanced_spectrum_piece,
     "error": error_piece,
     "sampling": sampling_piece,
+    "sublinear": sublinear_piece,
     "timing": timing_piece,
 }
 

@@ -1,4 +1,4 @@
-"""The two inputs of the science card §2 (reconstructed): (b) synthetic clustered tokens
+"""The two inputs of our reconstructed recipe (docs/attnrow.md): (b) synthetic clustered tokens
 with a controlled kernel spectrum, and (a) Q, K, V of one head of the platform's stdlib
 char LM (`lestd/lm.py`) on held-out text.
 

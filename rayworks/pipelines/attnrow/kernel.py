@@ -1,7 +1,7 @@
 """The exponential kernel over X = [Q; K] / d^{1/4}, its λ-statistical dimension and its
 ridge leverage scores (exact, and by recursive RLS sampling à la Musco & Musco 2017).
 
-Science card §2, step 1 (reconstructed): K_xy = exp(⟨x, y⟩) on the 2n points of X, so
+Step 1 of our reconstruction (docs/attnrow.md): K_xy = exp(⟨x, y⟩) on the 2n points of X, so
 that A = exp(QKᵀ/√d) is the (Q rows, K rows) block of K. K is PSD (Schur product
 theorem). s_λ = tr(K(K + λI)⁻¹) = Σ sig_i/(sig_i + λ); τ_i = [K(K + λI)⁻¹]_ii, Σ τ_i = s_λ.
 
@@ -39,7 +39,7 @@ def kernel_eigenvalues(x: np.ndarray) -> np.ndarray:
 
 
 def statistical_dimension(eigenvalues: np.ndarray, lam: float) -> float:
-    """s_λ = Σ sig_i / (sig_i + λ) (card §2, step 1)."""
+    """s_λ = Σ sig_i / (sig_i + λ) (step 1, see the module docstring)."""
     return float(np.sum(eigenvalues / (eigenvalues + lam)))
 
 

@@ -7,12 +7,15 @@ The algorithm is in `structure.py` (kernel pieces in `kernel.py`). One run:
    of input (a) (one LM head) when `lm_input.enabled`, and of input (b') at scale 1;
 2. row error vs s = multiple·s_λ for `method` and each of `compare` on both inputs, and
    for RLS- and uniform-landmark Nyström (exact D, Z; those of them in the run) on input
-   (b'), imbalanced clusters (`imbalanced.*`; reported, not gated, own s_λ);
-   sampling error vs m (when the analogue is among them); per-query time, operation
+   (b'), imbalanced clusters (`imbalanced.*`; reported, not gated, own s_λ); every error
+   is a mean over `landmark_draws` landmark draws with a 95% t-interval;
+   sampling error vs m for both estimators, and the error at m ∝ n^β, β < 1
+   (`sublinear.*`), when the analogue is among them; per-query time, operation
    counts and oracle calls (counted classical, modelled quantum) vs n on input (b).
 Pieces run in parallel through `fan_out` (one Ray task each, one thread). One record per
 finished piece. Artifacts: `table.jsonl`, `table.md`, four plots. The headline `row_err`
-is `method`'s median relative row error on (b) at s = headline_multiple·s_λ, n = n_ref.
+is `method`'s median relative row error on (b) at s = headline_multiple·s_λ, n = n_ref,
+averaged over the landmark draws.
 Bench ablation `exact_dz` (`method=rls_nystrom compare=[]`): RLS landmarks with exact D
 and Z, the like-for-like row beside the `attnrow_uniform` baseline.
 """
@@ -24,12 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rayworks.pipelines.attnrow.config import (
-    AttnRowConfig,
-    AttnRowPerformerConfig,
-    AttnRowUniformConfig,
-    Method,
-)
+from rayworks.pipelines.attnrow.config import AttnRowConfig, Method
 from rayworks.pipelines.attnrow.evaluate import landmark_counts, run_piece
 from rayworks.pipelines.attnrow.inputs import (
     cluster_weights,
@@ -41,10 +39,13 @@ from rayworks.pipelines.attnrow.inputs import (
 from rayworks.pipelines.attnrow.report import loglog_slope, pass_rule, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
+from rayworks.platform.stats import mean_ci
 
 REPORT = ("row_err_p90", "lm_row_err", "imb_row_err", "imb_row_err_minor", "s_lambda",
-          "query_time_slope", "sampling_slope", "query_us", "pass_rule")  # fmt: skip
+          "rls_over_uniform", "imb_rls_over_uniform_minor", "other_estimator_row_err",
+          "sublinear_err_b0.5", "sublinear_err_b0.75", "query_time_slope", "sampling_slope",
+          "query_us", "pass_rule")  # fmt: skip
 TAG = {"synthetic": "", "lm": "lm_", "imbalanced": "imb_"}  # summary-key prefix per input
 IMB_METHODS = ("rls_nystrom", "uniform_nystrom")  # the only methods run on input (b')
 
@@ -61,6 +62,8 @@ def _record(rows: list[dict[str, Any]]) -> dict[str, float]:
             out[f"{r['input']}_{r['method']}_err_s{r['s']}"] = r["row_err"]
         elif r["table"] == "sampling":
             out[f"sampling_err_m{r['m']}"] = r["sampling_err"]
+        elif r["table"] == "sublinear":
+            out[f"sublinear_err_b{r['exponent']:g}_n{r['n']}"] = r["row_err"]
         elif r["table"] == "timing":
             out[f"{r['method']}_query_us_n{r['n']}"] = r["query_us"]
         else:
@@ -89,6 +92,7 @@ def _summary(cfg: AttnRowConfig, table: list[dict[str, Any]], s_lam: float) -> d
             out[key + suffix] = r["row_err"]
             if head:
                 out[key + "_p90"] = r["row_err_p90"]
+                out[key + "_lo"], out[key + "_hi"] = r["row_err_lo"], r["row_err_hi"]
             if "row_err_minor" in r:
                 out[key + "_minor" + suffix] = r["row_err_minor"]
         elif r["table"] == "spectrum":
@@ -114,15 +118,34 @@ def _summary(cfg: AttnRowConfig, table: list[dict[str, Any]], s_lam: float) -> d
         out["sampling_slope"] = loglog_slope(
             [r["m"] for r in samp], [r["sampling_err"] for r in samp]
         )
-        hit = [r["m"] for r in samp if r["row_err"] <= cfg.target_eps]
-        out["samples_for_eps"] = float(min(hit)) if hit else math.nan
+        out["sampling_slope_other"] = loglog_slope(
+            [r["m"] for r in samp], [r["sampling_err_other"] for r in samp]
+        )
+        for tag in ("", "_other"):
+            hit = [r["m"] for r in samp if r[f"row_err{tag}"] <= cfg.target_eps]
+            out[f"samples_for_eps{tag}"] = float(min(hit)) if hit else math.nan
+        at_m = [r for r in samp if r["m"] == cfg.samples]
+        if at_m:  # same landmarks (draw 0) and m as the headline, the other estimator
+            out["estimator_row_err"] = at_m[0]["row_err"]
+            out["other_estimator_row_err"] = at_m[0]["row_err_other"]
+    sub = [r for r in table if r["table"] == "sublinear"]
+    if sub:
+        top = max(r["n"] for r in sub)
+        for r in sub:
+            name = f"sublinear_err_b{r['exponent']:g}"
+            out[f"{name}_n{r['n']}"] = r["row_err"]
+            if r["n"] == top:
+                out[name], out[f"sublinear_m_b{r['exponent']:g}"] = r["row_err"], float(r["m"])
     return out
 
 
 def rls_over_uniform(cfg: AttnRowConfig, table: list[dict[str, Any]]) -> dict[str, float]:
     """Like-for-like landmark comparison (both with exact D, Z) per input and multiple:
     `{tag}rls_over_uniform[_x<mult>]` = RLS-Nyström error / uniform-Nyström error (< 1: RLS
-    better), and `_minor` for the small-cluster rows of input (b'). Reported, not gated."""
+    better), and `_minor` for the small-cluster rows of input (b'). Reported, not gated.
+    Landmark draw r of RLS is paired with draw r of uniform (same query rows); the value
+    is the geometric mean of the per-draw ratios, `_lo` / `_hi` its 95% t-interval (on
+    the log ratios, exponentiated)."""
     err = {(r["input"], r["method"], r["multiple"]): r for r in table if r["table"] == "error"}
     out: dict[str, float] = {}
     for (data, method, mult), rls in err.items():
@@ -131,8 +154,12 @@ def rls_over_uniform(cfg: AttnRowConfig, table: list[dict[str, Any]]) -> dict[st
             continue
         suffix = "" if mult == cfg.headline_multiple else f"_x{mult:g}"
         for col, name in (("row_err", ""), ("row_err_minor", "_minor")):
-            if col in rls and uni[col] > 0:
-                out[f"{TAG[data]}rls_over_uniform{name}{suffix}"] = rls[col] / uni[col]
+            a, b = rls.get(f"{col}_draws"), uni.get(f"{col}_draws")
+            if not a or not b or min(b) <= 0 or min(a) <= 0:
+                continue
+            mean, lo, hi = mean_ci(np.log(np.array(a) / np.array(b)))
+            key = f"{TAG[data]}rls_over_uniform{name}{suffix}"
+            out[key], out[key + "_lo"], out[key + "_hi"] = (math.exp(x) for x in (mean, lo, hi))
     return out
 
 
@@ -151,8 +178,9 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     if imb_methods:
         phase1.append({"kind": "imb_spectrum", "cfg": cfg})
     has_sampling = "analogue" in methods
+    sub_grid = sorted(cfg.sublinear.n_grid) if has_sampling and cfg.sublinear.enabled else []
     total = (len(phase1) + len(methods) * (1 + (lm_qkv is not None)) + len(imb_methods)
-             + len(cfg.n_grid))  # fmt: skip
+             + len(cfg.n_grid) + len(sub_grid))  # fmt: skip
     ctx.progress(total + has_sampling, f"attnrow {cfg.method} ({len(methods)} methods)")
     done = [0]
     table = _fan(ctx, phase1, done)
@@ -185,6 +213,7 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         )
     if has_sampling:
         phase2.append({"kind": "sampling", "cfg": cfg, "q": q, "k": k, "v": v, "s": head_s})
+    phase2 += [{"kind": "sublinear", "cfg": cfg, "n": n, "s": head_s} for n in sub_grid]
     phase2 += [{"kind": "timing", "cfg": cfg, "methods": methods, "n": n, "s": head_s,
                 "s_lambda": s_lam} for n in sorted(cfg.n_grid)]  # fmt: skip
     table += _fan(ctx, phase2, done)
@@ -193,6 +222,8 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     header = [
         f"Input (b): s_λ = {s_lam:.1f} at λ = {cfg.lambda_rel}·2n; headline s = {head_s} "
         f"({cfg.headline_multiple:g}·s_λ). Quantum counts are MODELLED, not measured.",
+        f"Analogue: u and Z sampled with estimator={cfg.estimator!r}, m = {cfg.samples}; "
+        f"errors are means over {cfg.landmark_draws} landmark draws per s.",
         *imb_header,
     ]
     write_table(ctx, table, header)
@@ -204,7 +235,16 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     "attnrow",
     config=AttnRowConfig,
     kind="task",
-    baseline=("attnrow_uniform", "attnrow_performer"),
+    arms={
+        "attnrow_uniform": Arm(
+            "Uniform-landmark Nyström attention rows with exact D and Z.",
+            {"method": "uniform_nystrom", "compare": []},
+        ),
+        "attnrow_performer": Arm(
+            "Performer positive-random-feature attention rows (r = s features).",
+            {"method": "performer", "compare": []},
+        ),
+    },
     headline=("row_err", "min"),
     # like-for-like arm: RLS landmarks with exact D and Z (vs attnrow_uniform's uniform ones)
     ablations={"exact_dz": ("method=rls_nystrom", "compare=[]")},
@@ -212,18 +252,4 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     """Attention-row structure (reconstructed): RLS-Nyström + sampled D and Φ_KᵀV."""
-    return run_attnrow(cfg, ctx)
-
-
-@pipeline("attnrow_uniform", config=AttnRowUniformConfig, kind="task",
-          headline=("row_err", "min"), report=REPORT)  # fmt: skip
-def run_uniform(cfg: AttnRowUniformConfig, ctx: RunContext) -> dict[str, float]:
-    """Uniform-landmark Nyström attention rows with exact D and Z."""
-    return run_attnrow(cfg, ctx)
-
-
-@pipeline("attnrow_performer", config=AttnRowPerformerConfig, kind="task",
-          headline=("row_err", "min"), report=REPORT)  # fmt: skip
-def run_performer(cfg: AttnRowPerformerConfig, ctx: RunContext) -> dict[str, float]:
-    """Performer positive-random-feature attention rows (r = s features)."""
     return run_attnrow(cfg, ctx)

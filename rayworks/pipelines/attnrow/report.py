@@ -1,4 +1,4 @@
-"""Tables (jsonl + markdown), plots, log-log slope fits and the card's pass rule."""
+"""Tables (jsonl + markdown), plots, log-log slope fits and the pass rule of docs/attnrow.md."""
 
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ def loglog_slope(x: list[float], y: list[float]) -> float:
 
 
 def pass_rule(table: list[Row], s_lambda: float, cfg: Any) -> dict[str, float]:
-    """Science card §2 pass rule on input (b), only in runs of `analogue` that compare
-    `rls_nystrom` and `uniform_nystrom`:
+    """Our reconstructed pass rule (docs/attnrow.md) on input (b), only in runs of
+    `analogue` that compare `rls_nystrom` and `uniform_nystrom`:
     (1) analogue median row error <= target_eps at every s >= c·s_λ·ln s_λ of the sweep;
     (2) there, RLS-Nyström error <= uniform-Nyström error (both with exact D, Z);
+    errors are the means over the landmark draws of each s;
     (3) sampling-error slope vs m within -0.5 ± 0.1; (4) per-query time slope vs n < 0.1.
     Returns each part and `pass_rule` (1/0); {} when not applicable."""
     if cfg.method != "analogue" or not {"rls_nystrom", "uniform_nystrom"} <= set(cfg.compare):
@@ -66,12 +67,20 @@ def _md(rows: list[Row], keys: list[str]) -> list[str]:
 
 
 SECTIONS = {
-    "error": ("Relative l2 row error vs landmarks (median / p90 over query rows; row_err_minor: "
-              "median over rows in the small clusters of input b')",
-              ["input", "method", "n", "s", "s_over_slambda", "row_err", "row_err_p90",
-               "row_err_minor", "build_s"]),
-    "sampling": ("Sampling error vs m (analogue vs the same landmarks with exact D, Z)",
-                 ["n", "s", "m", "sampling_err", "row_err"]),
+    "error": ("Relative l2 row error vs landmarks (median / p90 over query rows, mean over "
+              "`draws` landmark draws with its 95% t-interval [lo, hi]; row_err_minor: median "
+              "over rows in the small clusters of input b')",
+              ["input", "method", "n", "s", "s_over_slambda", "draws", "row_err", "row_err_lo",
+               "row_err_hi", "row_err_p90", "row_err_minor", "row_err_minor_lo",
+               "row_err_minor_hi", "build_s"]),
+    "sampling": ("Sampling error vs m (analogue vs the same landmarks with exact D, Z; row_err: "
+                 "vs exact attention), for the run's estimator and the other one (`_other`)",
+                 ["n", "s", "m", "estimator", "sampling_err", "row_err", "other",
+                  "sampling_err_other", "row_err_other"]),
+    "sublinear": ("Analogue row error at m sublinear in n (m ∝ n^exponent; mean over sample "
+                  "draws, 95% t-interval; landmark_err: same landmarks with exact D, Z)",
+                  ["n", "s", "exponent", "m", "m_over_n", "row_err", "row_err_lo", "row_err_hi",
+                   "landmark_err"]),
     "timing": ("Per-query time vs n; oracle calls (classical, counted) beside the MODELLED "
                "quantum calls (not measured)",
                ["method", "n", "s", "query_us", "query_ops", "row_err", "calls_preprocess",
@@ -96,11 +105,10 @@ def write_table(ctx: RunContext, table: list[Row], header: list[str]) -> Path:
 def write_plots(folder: Path, table: list[Row]) -> list[Path]:
     """error_vs_landmarks.png (one panel per input; on input b' also dashed lines for the
     minor-cluster query rows), query_time_vs_n.png,
-    s_lambda_vs_scale.png, error_vs_samples.png (when the sweep ran)."""
-    import matplotlib
+    s_lambda_vs_scale.png, error_vs_samples.png and error_vs_n_sublinear_m.png (when
+    those sweeps ran)."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
     def pick(kind: str, **match: Any) -> list[Row]:
         return [r for r in table if r["table"] == kind and all(r[k] == v for k, v in match.items())]
@@ -108,12 +116,11 @@ def write_plots(folder: Path, table: list[Row]) -> list[Path]:
     def save(fig, name: str) -> Path:
         fig.tight_layout()
         fig.savefig(folder / name, dpi=110)
-        plt.close(fig)
         return folder / name
 
     paths = []
     inputs = list(dict.fromkeys(r["input"] for r in pick("error")))
-    fig, axes = plt.subplots(1, max(1, len(inputs)), figsize=(5.5 * max(1, len(inputs)), 4))
+    fig, axes = subplots(1, max(1, len(inputs)), figsize=(5.5 * max(1, len(inputs)), 4))
     for ax, data in zip(np.atleast_1d(axes), inputs, strict=False):
         for method in dict.fromkeys(r["method"] for r in pick("error", input=data)):
             rows = pick("error", input=data, method=method)
@@ -127,7 +134,7 @@ def write_plots(folder: Path, table: list[Row]) -> list[Path]:
                title=f"input: {data}")  # fmt: skip
         ax.legend(fontsize=8)
     paths.append(save(fig, "error_vs_landmarks.png"))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     for method in dict.fromkeys(r["method"] for r in pick("timing")):
         rows = pick("timing", method=method)
         ax.plot([r["n"] for r in rows], [r["query_us"] for r in rows], "o-", label=method)
@@ -136,20 +143,36 @@ def write_plots(folder: Path, table: list[Row]) -> list[Path]:
     ax.legend(fontsize=8)
     paths.append(save(fig, "query_time_vs_n.png"))
     rows = pick("spectrum")
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     ax.plot([r["scale"] for r in rows], [r["s_lambda"] for r in rows], "o-")
     ax.set(yscale="log", xlabel="norm scale of Q, K", ylabel="s_λ",
            title=f"s_λ vs scale (2n = {2 * rows[0]['n'] if rows else 0})")  # fmt: skip
     paths.append(save(fig, "s_lambda_vs_scale.png"))
     rows = pick("sampling")
     if rows:
-        fig, ax = plt.subplots(figsize=(5.5, 4))
+        fig, ax = subplots(figsize=(5.5, 4))
         ms = [r["m"] for r in rows]
-        ax.plot(ms, [r["sampling_err"] for r in rows], "o-", label="sampling error")
-        ax.plot(ms, [r["row_err"] for r in rows], "s--", label="error vs exact")
+        for tag, name in (("", rows[0]["estimator"]), ("_other", rows[0]["other"])):
+            line = ax.plot(ms, [r[f"sampling_err{tag}"] for r in rows], "o-",
+                           label=f"{name}: sampling error")[0]  # fmt: skip
+            ax.plot(ms, [r[f"row_err{tag}"] for r in rows], "s--", color=line.get_color(),
+                    label=f"{name}: error vs exact")  # fmt: skip
         ref = rows[0]["sampling_err"] * np.sqrt(ms[0] / np.array(ms))
         ax.plot(ms, ref, ":", color="gray", label="m^-1/2")
         ax.set(xscale="log", yscale="log", xlabel="samples m", ylabel="median relative error")
         ax.legend(fontsize=8)
         paths.append(save(fig, "error_vs_samples.png"))
+    rows = pick("sublinear")
+    if rows:
+        fig, ax = subplots(figsize=(5.5, 4))
+        for beta in dict.fromkeys(r["exponent"] for r in rows):
+            sub = pick("sublinear", exponent=beta)
+            ax.errorbar([r["n"] for r in sub], [r["row_err"] for r in sub],
+                        yerr=[[r["row_err"] - r["row_err_lo"] for r in sub],
+                              [r["row_err_hi"] - r["row_err"] for r in sub]],
+                        fmt="o-", capsize=3, label=f"m ∝ n^{beta:g}")  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="n", ylabel="median relative row error",
+               title="analogue error at m sublinear in n (input b)")  # fmt: skip
+        ax.legend(fontsize=8)
+        paths.append(save(fig, "error_vs_n_sublinear_m.png"))
     return paths

@@ -3,16 +3,23 @@
 Paper: Song, Xue, Zhang, Zhang, "Quantum data structure for sublinear-time attention
 rows" (ICLR 2026, arXiv 2602.00874; abstract only, no code). Input: row-query access to
 Q, K, V ∈ R^{nxd}; target Att = D⁻¹AV, A = exp(QKᵀ/√d), D = diag(A1). Everything below
-beyond the abstract is reconstructed (science card §2, steps 1-5):
+beyond the abstract is reconstructed (docs/attnrow.md), in steps 1-5:
 
 1. landmarks: s points of X = [Q; K]/d^{1/4} drawn ∝ ridge leverage scores τ of the exp
    kernel (recursive RLS, `kernel.py`; the quantum version samples them by amplitude
    amplification, the source of √n), or uniformly (the baseline);
 2. Nyström: A ≈ Φ_Q M Φ_Kᵀ, Φ_Q = exp(Q Sᵀ/√d), M = K_SS⁺ (or (K_SS + λI)⁻¹, `inverse`);
-3. normaliser: u = Φ_Kᵀ1 = n·E_j[φ(k_j)] from m uniform K-row samples (unbiased);
-   the quantum version uses multivariate mean estimation (1/ε instead of 1/ε²);
-4. product: Z = Φ_KᵀV by approximate matrix multiplication: m rows j drawn with
-   probabilities p_j = leverage scores of V / rank V, reweighted by 1/(m p_j) (unbiased);
+3.+4. normaliser and product from ONE shared sample (`estimator="shared"`, the default):
+   [u, Z] = Φ_Kᵀ[1, V] by approximate matrix multiplication: m rows j drawn with
+   p_j = leverage scores of W = [1_n, V] / rank W, reweighted by 1/(m p_j) (unbiased for
+   both). Because u and Z share the draws, att_i ≈ tZ/tu = Σ_j ω_ij v_j with Σ_j ω_ij = 1
+   (ω_ij ∝ (tφ_j)/p_j): the estimate self-normalises, e.g. V ≡ 1 gives rows ≡ 1 exactly.
+   This is our reading (reconstructed) of the abstract's "mean estimation for D" and
+   "leverage score sampling for the product with V" as one sampled product with [1, V];
+   the quantum version would replace the m-sample mean by multivariate mean estimation
+   (1/ε instead of 1/ε²). `estimator="independent"` keeps the first reconstruction:
+   u = n·mean of m uniform K-row samples and Z from m further rows drawn ∝ leverage
+   scores of V alone; each is unbiased but their ratio does not self-normalise;
 5. query i: φ = exp(S q_i/√d) (O(sd)), t = φᵀM (O(s²)), att_i ≈ tZ / tu (O(sd)).
 
 Every read of Q, K or V goes through a `RowOracle`, which counts rows per stage; the
@@ -38,6 +45,7 @@ from rayworks.pipelines.attnrow.kernel import (
 
 Landmarks = Literal["rls", "rls_exact", "uniform"]
 Estimate = Literal["sampled", "exact"]
+Estimator = Literal["shared", "independent"]
 Inverse = Literal["pinv", "ridge"]
 STAGES = ("landmarks", "normaliser", "product", "query")
 
@@ -82,6 +90,7 @@ class BuildOptions:
     product: Estimate = "sampled"
     inverse: Inverse = "pinv"
     pinv_rcond: float = 1e-10
+    estimator: Estimator = "shared"
     rls_oversample: float = 4.0
     rls_leaf_size: int = 256
 
@@ -163,7 +172,7 @@ def value_leverage(v: np.ndarray) -> np.ndarray:
 
 
 def row_distortion(v: np.ndarray, p: np.ndarray) -> float:
-    """alpha = max_j (‖v_j‖²/‖V‖_F²) / p_j (card §2, step 4, our reading; ≤ d/srank(V))."""
+    """alpha = max_j (‖v_j‖²/‖V‖_F²) / p_j (step 4 above, our reading; ≤ d/srank(V))."""
     share = np.sum(v**2, axis=1) / np.sum(v**2)
     live = p > 0
     return float(np.max(share[live] / p[live]))
@@ -188,19 +197,58 @@ def product(
     return phi @ v_rows, alpha
 
 
+def shared_product(
+    oracle: RowOracle, landmarks: np.ndarray, opts: BuildOptions, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Stages 3+4 from one sample: (u (s,), Z (s, d_v), alpha). Reads n V rows for the
+    leverage scores of W = [1_n, V], then m (K, V) row pairs drawn ∝ p_j, and estimates
+    Φ_KᵀW = Σ_j φ(k_j) w_jᵀ by Σ_{j in sample} φ(k_j) w_jᵀ / (m p_j). u and Z are its first
+    and remaining columns, so tZ/tu is a weighted mean of the sampled v_j (weights sum
+    to 1 for every query). alpha is the row distortion of W under p."""
+    n, scale = oracle.n, oracle.d**0.25
+    v_all = oracle.rows("v", np.arange(n))
+    w_all = np.hstack([np.ones((n, 1)), v_all])
+    p = value_leverage(w_all)
+    p = p / p.sum()
+    picks = rng.choice(n, size=opts.m, p=p)
+    phi = exp_kernel(landmarks, oracle.rows("k", picks) / scale)  # (s, m)
+    weights = 1.0 / (opts.m * p[picks])  # (m,)
+    w_rows = np.hstack([np.ones((opts.m, 1)), oracle.rows("v", picks)]) * weights[:, None]
+    joint = phi @ w_rows  # (s, 1 + d_v)
+    return joint[:, 0], joint[:, 1:], row_distortion(w_all, p)
+
+
+def is_shared(opts: BuildOptions) -> bool:
+    """Whether u and Z come from one shared sample (both sampled, `estimator="shared"`)."""
+    return opts.estimator == "shared" and opts.normaliser == opts.product == "sampled"
+
+
 def build(oracle: RowOracle, opts: BuildOptions, rng: np.random.Generator) -> AttentionRows:
-    """Preprocess (stages 1-4) through `oracle`, which counts the rows each stage reads."""
+    """Preprocess (stages 1-4) through `oracle`, which counts the rows each stage reads.
+    With a shared sample the normaliser stage reads nothing: u comes out of the product."""
     if not 1 <= opts.s <= 2 * oracle.n:
         raise ValueError(f"s={opts.s} landmarks: need 1 <= s <= 2n = {2 * oracle.n}")
     oracle.stage = "landmarks"
     _, landmarks = choose_landmarks(oracle, opts, rng)
     m_inv = landmark_inverse(landmarks, opts)
+    u, z, alpha = sample_stages(oracle, landmarks, opts, rng)
+    oracle.stage = "query"
+    return AttentionRows(landmarks=landmarks, m_inv=m_inv, u=u, z=z, alpha=alpha)
+
+
+def sample_stages(
+    oracle: RowOracle, landmarks: np.ndarray, opts: BuildOptions, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Stages 3-4 for given landmarks (`build` runs them; the error-vs-m sweeps reuse
+    fixed landmarks): (u, Z, alpha), one shared sample or two independent ones."""
+    if is_shared(opts):
+        oracle.stage = "product"
+        return shared_product(oracle, landmarks, opts, rng)
     oracle.stage = "normaliser"
     u = normaliser(oracle, landmarks, opts, rng)
     oracle.stage = "product"
     z, alpha = product(oracle, landmarks, opts, rng)
-    oracle.stage = "query"
-    return AttentionRows(landmarks=landmarks, m_inv=m_inv, u=u, z=z, alpha=alpha)
+    return u, z, alpha
 
 
 def query_row(structure: AttentionRows, oracle: RowOracle, i: int) -> np.ndarray:
@@ -212,6 +260,8 @@ def query_row(structure: AttentionRows, oracle: RowOracle, i: int) -> np.ndarray
 def classical_calls(n: int, opts: BuildOptions) -> dict[str, int]:
     """Rows each stage reads classically (closed form; `RowOracle` counts must match)."""
     landmarks = opts.s if opts.landmarks == "uniform" else 2 * n
+    if is_shared(opts):  # n V rows for the scores of [1, V], then m (K, V) pairs
+        return {"landmarks": landmarks, "normaliser": 0, "product": n + 2 * opts.m, "query": 1}
     norm = n if opts.normaliser == "exact" else opts.m
     prod = 2 * n if opts.product == "exact" else n + 2 * opts.m
     return {"landmarks": landmarks, "normaliser": norm, "product": prod, "query": 1}
@@ -230,10 +280,11 @@ def modelled_quantum_calls(n: int, opts: BuildOptions, s_lambda: float) -> dict[
     normaliser: mean estimation to the accuracy of m classical samples in √m calls
     (1/ε vs 1/ε²); product: amplitude-amplified leverage sampling of V (√n) plus mean
     estimation of the reweighted outer products (√m); query: one Q row, as classically.
+    With a shared sample, u is a column of that one mean estimation (normaliser: 0).
     """
     return {
         "landmarks": opts.s * math.sqrt(2 * n / max(s_lambda, 1.0)),
-        "normaliser": math.sqrt(opts.m),
+        "normaliser": 0.0 if is_shared(opts) else math.sqrt(opts.m),
         "product": math.sqrt(n) + math.sqrt(opts.m),
         "query": 1.0,
     }

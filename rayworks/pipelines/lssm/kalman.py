@@ -1,7 +1,7 @@
 """Linear-Gaussian state-space model: Kalman filter, RTS smoother with lag-one covariances,
 log-likelihood, one-step-ahead predictor and free simulation.
 
-Model (paper §2, the form of the method card):
+Model (paper §2, in the form we reconstruct it from a secondary summary; docs/lssm.md):
 
     x_0 ~ N(mu0, P0)
     x_t = A x_{t-1} + B u_t + eps_t,   eps_t ~ N(0, diag(r))     t = 1..T
@@ -154,7 +154,7 @@ def log_likelihood(model: LSSM, u: np.ndarray, y: np.ndarray) -> float:
 
 
 def smooth(model: LSSM, u: np.ndarray, y: np.ndarray) -> Smoothed:
-    """Kalman filter forward, RTS smoother backward (the E-step, card step 1).
+    """Kalman filter forward, RTS smoother backward (the E-step, step 1 in `map_em`).
 
     m_t = μ_t + G_t (m_{t+1} - A μ_t - B u_{t+1}); P_t, P_{t,t-1} from `covariances`.
     """

@@ -1,6 +1,6 @@
 """`rayworks run lssm` / `rayworks bench lssm`: sparse LSSMs by MAP-EM vs baselines.
 
-MAP-EM (`map_em.py`; paper's Algorithm, reconstructed where the card says so) against
+MAP-EM (`map_em.py`; paper's Algorithm, reconstructed where docs/lssm.md says so) against
 maximum-likelihood EM (same code, flat prior), ML-EM + the same threshold, N4SID and
 Ho-Kalman (`subspace.py`). One run = one system family (`systems.py`) x `n_trials`
 seeds x `noise_levels`; every (trial, sigma) is one piece fanned out as a Ray task pinned to
@@ -8,8 +8,10 @@ one thread (`trial.py`), logged as it finishes (step = piece number; compared me
 keys prefixed `<method>_`).
 
 Summary: `success_rate` (headline: share of trials where Φ̂ is a generalised permutation,
-pooled over sigma), `test_mre`, `support_f1`, `seconds` and per-sigma values `<key>_s<sigma>`, the
-same prefixed for compared methods, and `pass_rule` in MAP-EM runs on S1 that fit `mle`.
+pooled over sigma), `exact_support_rate`, `support_precision`, `support_recall`,
+`support_f1`, `val_mre`, `test_mre`, `threshold` (chosen on validation), `em_iters`,
+`em_converged`, `seconds` and per-sigma values `<key>_s<sigma>`, the same prefixed for
+compared methods, and `pass_rule` in MAP-EM runs on S1 that fit `mle`.
 Artifacts: `trials.jsonl`, `table.jsonl`, `table.md`, `success_rate.png`,
 `heatmaps_A.png`.
 """
@@ -20,13 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rayworks.pipelines.lssm.config import (
-    LSSMConfig,
-    LSSMHoKalmanConfig,
-    LSSMMLEConfig,
-    LSSMMLEThresholdConfig,
-    LSSMN4SIDConfig,
-)
+from rayworks.pipelines.lssm.config import LSSMConfig
 from rayworks.pipelines.lssm.report import (
     aggregate,
     pass_rule,
@@ -37,13 +33,17 @@ from rayworks.pipelines.lssm.report import (
 from rayworks.pipelines.lssm.trial import run_trial
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 HEADLINE = ("success_rate", "max")
-REPORT = ("test_mre", "support_f1", "seconds", "mle_success_rate", "mle_test_mre")
-SUMMARY_KEYS = {"success": "success_rate", "test_mre": "test_mre", "test_mre_sim": "test_mre_sim",
+REPORT = ("exact_support_rate", "support_precision", "support_recall", "test_mre", "threshold",
+          "seconds", "mle_success_rate", "mle_test_mre")  # fmt: skip
+SUMMARY_KEYS = {"success": "success_rate", "exact_support": "exact_support_rate",
+                "support_precision": "support_precision", "support_recall": "support_recall",
                 "support_f1": "support_f1", "offdiag_energy": "offdiag_energy",
-                "seconds": "seconds"}  # fmt: skip
+                "val_mre": "val_mre", "test_mre": "test_mre", "test_mre_sim": "test_mre_sim",
+                "threshold": "threshold", "em_iters": "em_iters",
+                "em_converged": "em_converged", "seconds": "seconds"}  # fmt: skip
 
 
 def summarize(rows: list[dict[str, Any]], table: list[dict[str, Any]], cfg: LSSMConfig):
@@ -92,36 +92,27 @@ def run_lssm(cfg: LSSMConfig, ctx: RunContext) -> dict[str, float]:
     "lssm",
     config=LSSMConfig,
     kind="task",
-    baseline=("lssm_mle", "lssm_mle_threshold", "lssm_n4sid", "lssm_hokalman"),
+    arms={
+        "lssm_mle": Arm(
+            "Maximum-likelihood EM for linear state-space models (same code as MAP-EM, flat prior).",
+            {"method": "mle", "compare": []},
+        ),
+        "lssm_mle_threshold": Arm(
+            "ML-EM plus the same threshold truncation as MAP-EM (the reviewers' baseline).",
+            {"method": "mle_threshold", "compare": []},
+        ),
+        "lssm_n4sid": Arm(
+            "N4SID subspace identification (own implementation) with EM-fitted noise covariances.",
+            {"method": "n4sid", "compare": []},
+        ),
+        "lssm_hokalman": Arm(
+            "Ho-Kalman realisation from least-squares Markov parameters.",
+            {"method": "hokalman", "compare": []},
+        ),
+    },
     headline=HEADLINE,
     report=REPORT,
 )
 def run(cfg: LSSMConfig, ctx: RunContext) -> dict[str, float]:
     """MAP-EM for sparse linear state-space models (reconstructed) vs ML-EM on the same trials."""
-    return run_lssm(cfg, ctx)
-
-
-@pipeline("lssm_mle", config=LSSMMLEConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_mle(cfg: LSSMMLEConfig, ctx: RunContext) -> dict[str, float]:
-    """Maximum-likelihood EM for linear state-space models (same code as MAP-EM, flat prior)."""
-    return run_lssm(cfg, ctx)
-
-
-@pipeline("lssm_mle_threshold", config=LSSMMLEThresholdConfig, kind="task",
-          headline=HEADLINE, report=REPORT)  # fmt: skip
-def run_mle_threshold(cfg: LSSMMLEThresholdConfig, ctx: RunContext) -> dict[str, float]:
-    """ML-EM plus the same threshold truncation as MAP-EM (the reviewers' baseline)."""
-    return run_lssm(cfg, ctx)
-
-
-@pipeline("lssm_n4sid", config=LSSMN4SIDConfig, kind="task", headline=HEADLINE, report=REPORT)
-def run_n4sid(cfg: LSSMN4SIDConfig, ctx: RunContext) -> dict[str, float]:
-    """N4SID subspace identification (own implementation) with EM-fitted noise covariances."""
-    return run_lssm(cfg, ctx)
-
-
-@pipeline("lssm_hokalman", config=LSSMHoKalmanConfig, kind="task", headline=HEADLINE,
-          report=REPORT)  # fmt: skip
-def run_hokalman(cfg: LSSMHoKalmanConfig, ctx: RunContext) -> dict[str, float]:
-    """Ho-Kalman realisation from least-squares Markov parameters."""
     return run_lssm(cfg, ctx)

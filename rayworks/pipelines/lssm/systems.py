@@ -1,4 +1,4 @@
-"""The true systems of the study and their simulation (method card §4, CPU recipe).
+"""The true systems of the study and their simulation (our reconstructed CPU recipe, docs/lssm.md).
 
 - S1 (the paper's synthetic system): n = p = m = 10, A = 0.8 · anti-diagonal,
   B = C = D = 2 I.
@@ -9,12 +9,14 @@
   B = C = D = 2 I. Drawn per seed.
 
 Noise: R = Q = sigma² I; inputs u_t ~ N(0, I); x_0 = 0. The sequence of length T is split
-2:1 into train / test (the paper's split).
+2:1 into train / test (the paper's split); the last `val_fraction` of the train segment is
+held out as a validation segment (reconstructed; the paper states no validation split), on
+which knobs such as the truncation threshold are chosen. Order in time: fit | val | test.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -26,13 +28,23 @@ SystemName = Literal["s1", "s2", "s3"]
 
 @dataclass(frozen=True)
 class Dataset:
-    """One simulated sequence split 2:1; `x_train` is the true state (for Φ̂ on S2)."""
+    """One simulated sequence split fit | val | test; `x_train` is the true state (for Φ̂ on S2).
 
-    u_train: np.ndarray  # (T_train, m)
-    y_train: np.ndarray  # (T_train, p)
+    `u_train`, `y_train` are the segment the models are fitted on (the train share minus the
+    validation segment); `u_val`, `y_val` follow it in time and are empty when
+    `val_fraction = 0`.
+    """
+
+    u_train: np.ndarray  # (T_fit, m)
+    y_train: np.ndarray  # (T_fit, p)
     u_test: np.ndarray  # (T_test, m)
     y_test: np.ndarray  # (T_test, p)
-    x_train: np.ndarray  # (T_train + 1, n), index 0 = x_0
+    x_train: np.ndarray  # (T_fit + 1, n), index 0 = x_0
+    u_val: np.ndarray  # (T_val, m)
+    y_val: np.ndarray  # (T_val, p)
+
+    def with_(self, **changes: np.ndarray) -> Dataset:
+        return replace(self, **changes)
 
 
 def _noise(n: int, p: int, sigma: float) -> dict[str, np.ndarray]:
@@ -100,8 +112,12 @@ def simulate(model: LSSM, T: int, seed: int) -> tuple[np.ndarray, np.ndarray, np
     return u, x, y
 
 
-def make_dataset(model: LSSM, T: int, train_fraction: float, seed: int) -> Dataset:
-    """Simulate T steps and split the first `train_fraction` for training (paper: 2/3)."""
+def make_dataset(
+    model: LSSM, T: int, train_fraction: float, seed: int, val_fraction: float = 0.0
+) -> Dataset:
+    """Simulate T steps; the first `train_fraction` is train (paper: 2/3), of which the last
+    `val_fraction` is the validation segment; the rest is test."""
     u, x, y = simulate(model, T, seed)
     k = round(train_fraction * T)
-    return Dataset(u[:k], y[:k], u[k:], y[k:], x[: k + 1])
+    f = k - round(val_fraction * k)
+    return Dataset(u[:f], y[:f], u[k:], y[k:], x[: f + 1], u[f:k], y[f:k])

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.aqer.config import AqerConfig, AqerHecConfig, AqerMpsConfig
-from rayworks.platform.config import build_config
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.aqer.config import AqerConfig
+from rayworks.platform.registry import get_pipeline
 
 
-@pytest.mark.parametrize("cls", [AqerConfig, AqerHecConfig, AqerMpsConfig])
-@pytest.mark.parametrize("preset", ["smoke", None])
-def test_presets_load(cls, preset) -> None:
-    cfg = build_config(cls, preset, (), ())
+@pytest.mark.parametrize("name", ["aqer", "aqer_hec", "aqer_mps"])
+@pytest.mark.parametrize("preset", ["smoke", "tfim10", None])
+def test_presets_load(name, preset) -> None:
+    cfg = build_config(get_pipeline(name).config, preset, (), ())
     assert cfg.headline_gates in cfg.gates
+    assert name == "aqer" or (cfg.compare == [] and cfg.scaling_qubits == [])
+
+
+def test_baselines_are_arms_of_the_method() -> None:
+    spec = get_pipeline("aqer")
+    assert spec.baselines == ("aqer_hec", "aqer_mps")
+    for name, arm in (("aqer_hec", "hec"), ("aqer_mps", "mps")):
+        assert get_pipeline(name).fn is spec.fn and get_pipeline(name).config().arm == arm
 
 
 @pytest.mark.parametrize(

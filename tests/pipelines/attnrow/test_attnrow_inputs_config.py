@@ -6,22 +6,22 @@ import numpy as np
 import pytest
 import torch
 
-from rayworks.errors import ConfigError
-from rayworks.pipelines.attnrow.config import (
-    AttnRowConfig,
-    AttnRowPerformerConfig,
-    AttnRowUniformConfig,
-)
+from rayworks.core.config import build_config
+from rayworks.core.errors import ConfigError
+from rayworks.pipelines.attnrow.config import AttnRowConfig
 from rayworks.pipelines.attnrow.inputs import capture_qkv
-from rayworks.platform.config import build_config
+from rayworks.platform.registry import get_pipeline
 
 
-@pytest.mark.parametrize("cls", [AttnRowConfig, AttnRowUniformConfig, AttnRowPerformerConfig])
-def test_presets_load(cls: type[AttnRowConfig]) -> None:
+@pytest.mark.parametrize("name", ["attnrow", "attnrow_uniform", "attnrow_performer"])
+def test_presets_load(name: str) -> None:
+    cls = get_pipeline(name).config
     for preset in (None, *cls.presets):
         cfg = build_config(cls, preset, (), [])
         assert cfg.headline_multiple in cfg.landmark_multiples
-    assert build_config(AttnRowPerformerConfig, "smoke", (), []).compare == []
+    performer = build_config(get_pipeline("attnrow_performer").config, "smoke", (), [])
+    assert (performer.method, performer.compare) == ("performer", [])
+    assert get_pipeline("attnrow").baselines == ("attnrow_uniform", "attnrow_performer")
 
 
 @pytest.mark.parametrize(
@@ -37,6 +37,10 @@ def test_presets_load(cls: type[AttnRowConfig]) -> None:
         (["rls.oversample=-1"], "oversample"),
         (["imbalanced.cluster_decay=0"], "cluster_decay"),
         (["imbalanced.cluster_decay=1.5"], "cluster_decay"),
+        (["sublinear.exponents=[]"], r"sublinear\.exponents"),
+        (["sublinear.n_grid=[0, 64]"], r"sublinear\.n_grid"),
+        (["landmark_draws=0"], "landmark_draws"),
+        (["estimator=both"], "estimator"),
     ],
 )
 def test_errors_name_the_bad_key(override: list[str], names: str) -> None:

@@ -3,6 +3,8 @@ oracle counters that count what the code reads, n-free queries."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -76,13 +78,16 @@ class CountingRows:
 
 
 @pytest.mark.parametrize(
-    ("landmarks", "est"), [("rls", "sampled"), ("uniform", "exact"), ("rls_exact", "sampled")]
-)
-def test_oracle_counts_what_the_code_reads(landmarks: str, est: str) -> None:
+    ("landmarks", "est", "estimator"),
+    [("rls", "sampled", "shared"), ("uniform", "exact", "shared"),
+     ("rls_exact", "sampled", "independent"), ("uniform", "sampled", "shared")],
+)  # fmt: skip
+def test_oracle_counts_what_the_code_reads(landmarks: str, est: str, estimator: str) -> None:
     q, k, v = qkv(n=50)
     wrapped = [CountingRows(a) for a in (q, k, v)]
     oracle = RowOracle(*wrapped)
-    opts = BuildOptions(s=7, m=13, lam=1.0, landmarks=landmarks, normaliser=est, product=est)
+    opts = BuildOptions(s=7, m=13, lam=1.0, landmarks=landmarks, normaliser=est, product=est,
+                        estimator=estimator)  # fmt: skip
     rows = build(oracle, opts, np.random.default_rng(0))
     totals = oracle.stage_totals()
     assert sum(totals.values()) == sum(w.read for w in wrapped)
@@ -106,10 +111,13 @@ def test_value_leverage_and_row_distortion() -> None:
 
 
 def test_modelled_quantum_counts_scale_as_sqrt() -> None:
-    opts = BuildOptions(s=10, m=400, lam=1.0)
+    opts = BuildOptions(s=10, m=400, lam=1.0, estimator="independent")
     small, big = modelled_quantum_calls(1000, opts, 10.0), modelled_quantum_calls(4000, opts, 10.0)
     assert big["landmarks"] == pytest.approx(2 * small["landmarks"])
     assert small["normaliser"] == pytest.approx(20.0)  # √m, not m
+    shared = modelled_quantum_calls(1000, BuildOptions(s=10, m=400, lam=1.0), 10.0)
+    assert shared["normaliser"] == 0.0  # u is a column of the one mean estimation
+    assert shared["product"] == pytest.approx(math.sqrt(1000) + 20.0)
     assert classical_calls(4000, opts)["landmarks"] == 4 * classical_calls(1000, opts)["landmarks"]
 
 

@@ -79,3 +79,44 @@ def test_map_em_zeroes_entries_that_ml_em_keeps(data) -> None:
     mle = fit_em(init, ds.u_train, ds.y_train, EMOptions(prior=False, **opts))
     small = lambda M: int((np.abs(M) < 1e-3 * np.abs(M).max()).sum())  # noqa: E731
     assert small(mapm.model.B) > small(mle.model.B)
+
+
+@pytest.mark.parametrize("prior", [True, False])
+def test_em_stops_at_the_first_iterate_within_tolerance(data, prior: bool) -> None:
+    """Against the same run without a tolerance: EM stops at the first k with
+    |obj_k - obj_{k-1}| <= tol |obj_k|, returns that iterate, and says it converged."""
+    truth, ds = data
+    init = random_init(truth.n, truth.n, truth.n, seed=5)
+    tol, cap = 1e-3, 200
+    full = fit_em(init, ds.u_train, ds.y_train, EMOptions(prior=prior, max_iter=cap))
+    obj = np.asarray(full.objective)
+    first = next(k for k in range(1, cap) if abs(obj[k] - obj[k - 1]) <= tol * abs(obj[k]))
+    res = fit_em(init, ds.u_train, ds.y_train, EMOptions(prior=prior, max_iter=cap, tol=tol))
+    assert res.converged and not full.converged
+    assert len(res.objective) == first + 1 < cap
+    np.testing.assert_array_equal(res.objective, obj[: first + 1])
+    # the returned model is iterate `first`: its objective is the last one recorded
+    again = fit_em(res.model, ds.u_train, ds.y_train, EMOptions(prior=False, max_iter=1))
+    assert again.loglik[0] == pytest.approx(res.loglik[-1], rel=1e-12)
+
+
+def test_em_cap_applies_when_tolerance_is_not_met(data) -> None:
+    truth, ds = data
+    init = random_init(truth.n, truth.n, truth.n, seed=5)
+    res = fit_em(init, ds.u_train, ds.y_train, EMOptions(max_iter=7, tol=1e-12))
+    assert len(res.objective) == 7 and not res.converged
+
+
+def test_config_knobs_reach_em(data) -> None:
+    from rayworks.pipelines.lssm.config import LSSMConfig
+    from rayworks.pipelines.lssm.trial import em_options
+
+    cfg = LSSMConfig(em_tol=3e-4, em_iters=42, a0=2e-6)
+    opts = em_options(cfg, prior=True, threshold=0.2)
+    assert (opts.tol, opts.max_iter, opts.a0, opts.threshold, opts.prior) == (
+        3e-4,
+        42,
+        2e-6,
+        0.2,
+        True,
+    )

@@ -18,6 +18,7 @@ from rayworks.pipelines.lssm.topology import (
     estimate_phi,
     match_generalized_permutation,
     support_f1,
+    support_scores,
     topology_metrics,
 )
 
@@ -73,3 +74,30 @@ def test_state_regression_phi_and_support_f1() -> None:
     assert support_f1(np.array([[1.0, 0.5], [0.0, 2.0]]), ref, 0.01) == pytest.approx(0.8)
     with pytest.raises(ValueError, match="states"):
         estimate_phi(np.ones((4, 2)), np.ones((4, 2)))
+
+
+def test_support_precision_recall_hand_computed() -> None:
+    """True pattern {(0,0), (0,1), (2,1)}; Φ = Π Λ with Π[perm[i], i] = 1, perm = (2, 0, 1),
+    carries it to {(2,2), (2,0), (1,0)}. Â claims {(2,2), (2,0), (0,0)} ((1,1) is below
+    1 % of max): 2 of 3 right, 2 of 3 found."""
+    A = np.zeros((3, 3))
+    A[0, 0], A[0, 1], A[2, 1] = 0.5, -0.7, 0.9
+    phi = np.zeros((3, 3))
+    phi[2, 0], phi[0, 1], phi[1, 2] = 2.0, -1.0, 0.5
+    A_hat = np.zeros((3, 3))
+    A_hat[2, 2], A_hat[2, 0], A_hat[0, 0], A_hat[1, 1] = 1.0, 0.5, 0.3, 0.005
+    got = topology_metrics(A_hat, A, phi, 0.05, 0.01)
+    assert got["success"] == 1.0 and got["offdiag_energy"] == pytest.approx(0.0)
+    assert got["support_precision"] == pytest.approx(2 / 3)
+    assert got["support_recall"] == pytest.approx(2 / 3)
+    assert got["support_f1"] == pytest.approx(2 / 3) and got["exact_support"] == 0.0
+    exact = topology_metrics(phi @ A @ np.linalg.inv(phi), A, phi, 0.05, 0.01)
+    assert exact["support_precision"] == exact["support_recall"] == exact["exact_support"] == 1.0
+    # against the unpermuted pattern: {(2,2)} is all wrong; {(0,0), (2,2)} is 1 of 2 right,
+    # 1 of 3 found; an empty estimate claims nothing wrong and finds nothing
+    one = support_scores(np.diag([0.0, 0.0, 1.0]), A, 0.01)
+    assert one["support_precision"] == 0.0 and one["support_recall"] == 0.0
+    two = support_scores(np.array([[1.0, 0, 0], [0, 0, 0], [0, 0, 1.0]]), A, 0.01)
+    assert (two["support_precision"], two["support_recall"]) == (0.5, pytest.approx(1 / 3))
+    empty = support_scores(np.zeros((3, 3)), A, 0.01)
+    assert (empty["support_precision"], empty["support_recall"]) == (1.0, 0.0)
