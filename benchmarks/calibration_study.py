@@ -70,12 +70,16 @@ def rl_overrides(task: str, args: argparse.Namespace) -> list[str]:
     """The GRPO run's settings; its `policy.sft` part also keys the cached base policy."""
     max_new = 40 if task.endswith("_cot") else 24
     return [
-        f"task={task}", f"policy.sft.steps={args.sft_steps}",
-        f"rollout.sampling.max_new_tokens={max_new}", "rollout.prompts_per_step=16",
-        f"learner.max_steps={args.rl_steps}", f"learner.lr={args.rl_lr}",
-        f"learner.eval_every={args.rl_steps}", f"learner.checkpoint_every={args.rl_steps}",
+        f"task={task}",
+        f"policy.sft.steps={args.sft_steps}",
+        f"rollout.sampling.max_new_tokens={max_new}",
+        "rollout.prompts_per_step=16",
+        f"learner.max_steps={args.rl_steps}",
+        f"learner.lr={args.rl_lr}",
+        f"learner.eval_every={args.rl_steps}",
+        f"learner.checkpoint_every={args.rl_steps}",
         "eval.n_test=64",
-    ]  # fmt: skip
+    ]
 
 
 def base_policy(task: str, args: argparse.Namespace) -> Path:
@@ -95,14 +99,27 @@ def sft_continuation(base: Path, task: str, args: argparse.Namespace) -> Path:
 
     steps = args.cont_steps
     overrides = [
-        "seed=1", f"model.init_from={base}", "model.max_seq_len=128",
-        f"tokenizer.init_from={base}", f"data.task={task}", "data.n_val=64", "data.n_test=0",
-        "data.seq_len=112", "data.packing=false", "data.loss_on=completion",
-        "train.num_workers=1", "train.batch_size=32", f"train.max_steps={steps}",
-        f"train.lr={args.cont_lr}", "train.warmup_steps=10", f"train.eval_every={steps}",
-        f"train.checkpoint_every={steps}", "train.log_every=50", "eval.exact_match=false",
+        "seed=1",
+        f"model.init_from={base}",
+        "model.max_seq_len=128",
+        f"tokenizer.init_from={base}",
+        f"data.task={task}",
+        "data.n_val=64",
+        "data.n_test=0",
+        "data.seq_len=112",
+        "data.packing=false",
+        "data.loss_on=completion",
+        "train.num_workers=1",
+        "train.batch_size=32",
+        f"train.max_steps={steps}",
+        f"train.lr={args.cont_lr}",
+        "train.warmup_steps=10",
+        f"train.eval_every={steps}",
+        f"train.checkpoint_every={steps}",
+        "train.log_every=50",
+        "eval.exact_match=false",
         "eval.val_batches=2",
-    ]  # fmt: skip
+    ]
     result = launch.run("lm", overrides=overrides, runs_dir=args.runs_dir, progress=False)
     return resolve_model_dir(result.run_dir)
 
@@ -130,12 +147,17 @@ def evaluate_arm(
     name: str, task_name: str, model: Path | None, args: argparse.Namespace, temperature: float
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     cfg = CalibrationConfig(
-        checkpoint=str(model or "oracle"), task=task_name, n_questions=args.questions,
-        samples=args.samples, temperature=temperature, bootstrap=args.boot,
-        max_new_tokens=40 if task_name.endswith("_cot") else 24, batch_rows=4096,
+        checkpoint=str(model or "oracle"),
+        task=task_name,
+        n_questions=args.questions,
+        samples=args.samples,
+        temperature=temperature,
+        bootstrap=args.boot,
+        max_new_tokens=40 if task_name.endswith("_cot") else 24,
+        batch_rows=4096,
         diagram=str(Path(args.img_dir) / f"calibration_{name.replace('.', '')}.png"),
         records=str(Path(args.runs_dir) / "records" / f"{name}.jsonl"),
-    )  # fmt: skip
+    )
     task = get_task(task_name)
     examples = task.examples(cfg.n_questions, cfg.split, cfg.seed)
     prompts = [e.prompt for e in examples]
@@ -161,9 +183,11 @@ def paired_delta(records: list[dict], base: list[dict], boot: int) -> tuple[floa
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     """One row per arm: plug-in keys first, then held-out and p*-expected-correctness ones."""
-    head = ("| arm | task | acc | conf | conf - acc | smECE [95% CI] | ECE | smECE - base [95% CI] "
-            "| held-out: conf - acc | held-out: smECE | smECE vs p* | held-out: smECE vs p* "
-            "| invalid |")  # fmt: skip
+    head = (
+        "| arm | task | acc | conf | conf - acc | smECE [95% CI] | ECE | smECE - base [95% CI] "
+        "| held-out: conf - acc | held-out: smECE | smECE vs p* | held-out: smECE vs p* "
+        "| invalid |"
+    )
     lines = [head, "|" + "---|" * 13]
     for name, m in results.items():
         delta = m.get("delta")
@@ -194,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         metrics, recs = evaluate_arm(name, task, model, args, temperature)
         results[name], records[name] = {**metrics, "task": task}, recs
         timings[f"eval_{name}"] = time.perf_counter() - started
-        print(f"[{name}] smECE={metrics['smece']:.4f} acc={metrics['acc']:.3f} "
-              f"conf={metrics['conf']:.3f} ({timings[f'eval_{name}']:.0f}s)", flush=True)  # fmt: skip
+        print(
+            f"[{name}] smECE={metrics['smece']:.4f} acc={metrics['acc']:.3f} "
+            f"conf={metrics['conf']:.3f} ({timings[f'eval_{name}']:.0f}s)",
+            flush=True,
+        )
 
     def timed(label: str, fn: Any, *a: Any) -> Any:
         started = time.perf_counter()
@@ -227,8 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\ncommand: " + " ".join([Path(sys.executable).name, *sys.argv]))
     out = Path(args.runs_dir) / "calibration_study.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "results": results, "timings": timings},
-                              indent=2, default=str))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"args": vars(args), "results": results, "timings": timings}, indent=2, default=str
+        )
+    )
     print(f"timings (s): {json.dumps({k: round(v) for k, v in timings.items()})}\nwrote {out}")
     return 0
 

@@ -72,8 +72,13 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # throwaway local Ray
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "corpus_lm.md"
-CORPUS_OVERRIDES = ("cpus=1", "sources.max_packages=300", "sources.max_docs=1500",
-                    "sources.max_docs_per_package=20", "sources.max_bytes=100000")  # fmt: skip
+CORPUS_OVERRIDES = (
+    "cpus=1",
+    "sources.max_packages=300",
+    "sources.max_docs=1500",
+    "sources.max_docs_per_package=20",
+    "sources.max_bytes=100000",
+)
 """About 2,250 documents. `cpus=1`: at the default `cpus=2` the runner's actor pool waited
 forever on 2 CPUs on this 2-core machine when this was written."""
 ARMS = ("curated", "uncurated")
@@ -237,10 +242,14 @@ def split(inputs: list[Doc], outputs: list[Doc], args: argparse.Namespace) -> Sp
     raw = [inputs[i] for i in sorted(held_idx)]
     return Split(
         train={"curated": train_out, "uncurated": train_in},
-        heldout={"clean": capped(clean, args.eval_bytes, "eval"),
-                 "uncurated": capped(raw, args.eval_bytes, "eval")},
-        heldout_packages=sorted(held), exact_copies=exact, near_dups=near_only,
-    )  # fmt: skip
+        heldout={
+            "clean": capped(clean, args.eval_bytes, "eval"),
+            "uncurated": capped(raw, args.eval_bytes, "eval"),
+        },
+        heldout_packages=sorted(held),
+        exact_copies=exact,
+        near_dups=near_only,
+    )
 
 
 def write_jsonl(path: Path, docs: list[Doc]) -> None:
@@ -266,16 +275,29 @@ def shared_tokenizer(pools: dict[str, list[Doc]], args: argparse.Namespace, fold
 def lm_overrides(args: argparse.Namespace, seed: int, files: Path, tok_dir: Path) -> list[str]:
     s = args.steps
     return [
-        f"seed={seed}", "data.source=files", f"data.files={json.dumps([str(files)])}",
-        "data.val_fraction=0.01", f"data.seq_len={args.seq_len}",
-        f"tokenizer.init_from={tok_dir}", f"model.d_model={args.d_model}",
-        f"model.n_layer={args.n_layer}", f"model.n_head={args.n_head}",
-        f"model.max_seq_len={max(256, args.seq_len)}", "train.num_workers=1",
-        "train.threads_per_worker=1", f"train.batch_size={args.batch_size}",
-        f"train.max_steps={s}", f"train.lr={args.lr}", f"train.warmup_steps={max(1, s // 10)}",
-        "train.log_every=50", f"train.eval_every={s}", f"train.checkpoint_every={s}",
-        "train.keep_checkpoints=1", "eval.exact_match=false", "eval.val_batches=2",
-    ]  # fmt: skip
+        f"seed={seed}",
+        "data.source=files",
+        f"data.files={json.dumps([str(files)])}",
+        "data.val_fraction=0.01",
+        f"data.seq_len={args.seq_len}",
+        f"tokenizer.init_from={tok_dir}",
+        f"model.d_model={args.d_model}",
+        f"model.n_layer={args.n_layer}",
+        f"model.n_head={args.n_head}",
+        f"model.max_seq_len={max(256, args.seq_len)}",
+        "train.num_workers=1",
+        "train.threads_per_worker=1",
+        f"train.batch_size={args.batch_size}",
+        f"train.max_steps={s}",
+        f"train.lr={args.lr}",
+        f"train.warmup_steps={max(1, s // 10)}",
+        "train.log_every=50",
+        f"train.eval_every={s}",
+        f"train.checkpoint_every={s}",
+        "train.keep_checkpoints=1",
+        "eval.exact_match=false",
+        "eval.val_batches=2",
+    ]
 
 
 def stream(tokenizer: Any, docs: list[Doc]) -> tuple[np.ndarray, np.ndarray]:
@@ -314,8 +336,9 @@ def score(model: Any, tokenizer: Any, docs: list[Doc], seq_len: int) -> tuple[np
     return bits, count
 
 
-def train_arm(arm: str, seed: int, pool: list[Doc], args: argparse.Namespace,
-              tok_dir: Path, data_dir: Path) -> ArmRun:  # fmt: skip
+def train_arm(
+    arm: str, seed: int, pool: list[Doc], args: argparse.Namespace, tok_dir: Path, data_dir: Path
+) -> ArmRun:
     """One `lm` run on a seeded subsample of the arm's pool."""
     from rayworks.platform import launch
 
@@ -324,8 +347,9 @@ def train_arm(arm: str, seed: int, pool: list[Doc], args: argparse.Namespace,
     write_jsonl(files, docs)
     overrides = lm_overrides(args, seed, files, tok_dir)
     result = launch.run("lm", overrides=overrides, runs_dir=args.runs_dir, progress=False)
-    return ArmRun(arm, seed, str(result.run_dir), result.summary, len(docs),
-                  sum(d.n_bytes for d in docs))  # fmt: skip
+    return ArmRun(
+        arm, seed, str(result.run_dir), result.summary, len(docs), sum(d.n_bytes for d in docs)
+    )
 
 
 def evaluate(run: ArmRun, heldout: dict[str, list[Doc]], args: argparse.Namespace) -> None:
@@ -404,8 +428,11 @@ def measure(runs: list[ArmRun], sp: Split, args: argparse.Namespace) -> dict[str
                 token_ppl(r, name) for r in sorted(runs, key=lambda r: r.seed) if r.arm == arm
             ]
         diffs = [c - u for c, u in zip(*(out["bpb"][f"{a}/{name}"] for a in ARMS), strict=True)]
-        out["delta"][name] = {"per_seed": diffs, "t95": t_interval(diffs),
-                              "boot95": package_bootstrap(runs, docs, name, args.boot)}  # fmt: skip
+        out["delta"][name] = {
+            "per_seed": diffs,
+            "t95": t_interval(diffs),
+            "boot95": package_bootstrap(runs, docs, name, args.boot),
+        }
         for coll in sorted({d.collection for d in docs}):
             mask = np.asarray([d.collection == coll for d in docs])
             out["by_collection"][f"{name}/{coll}"] = {"docs": int(mask.sum())} | {
@@ -419,22 +446,28 @@ def bpb_table(m: dict[str, Any]) -> list[str]:
     head = " | ".join(f"{LABELS[n]} bpb | {LABELS[n]} token ppl" for n in EVAL_SETS)
     rows = [f"| arm | {head} |", "|---|" + "---:|" * 2 * len(EVAL_SETS)]
     for arm in ARMS:
-        cells = [f"{mean_sd(m['bpb'][f'{arm}/{n}'])} | {mean_sd(m['token_ppl'][f'{arm}/{n}'], 2)}"
-                 for n in EVAL_SETS]  # fmt: skip
+        cells = [
+            f"{mean_sd(m['bpb'][f'{arm}/{n}'])} | {mean_sd(m['token_ppl'][f'{arm}/{n}'], 2)}"
+            for n in EVAL_SETS
+        ]
         rows.append(f"| {arm} arm | " + " | ".join(cells) + " |")
     return rows
 
 
 def delta_table(m: dict[str, Any]) -> list[str]:
-    rows = ["| held-out set | Δ bpb, curated - uncurated | 95% CI over seeds (t) | "
-            "95% CI over held-out packages (bootstrap) | per seed |",
-            "|---|---:|---:|---:|---|"]  # fmt: skip
+    rows = [
+        "| held-out set | Δ bpb, curated - uncurated | 95% CI over seeds (t) | "
+        "95% CI over held-out packages (bootstrap) | per seed |",
+        "|---|---:|---:|---:|---|",
+    ]
     for name in EVAL_SETS:
         d = m["delta"][name]
         (mean, lo, hi), (blo, bhi) = d["t95"], d["boot95"]
         seeds = ", ".join(f"{x:+.4f}" for x in d["per_seed"])
-        rows.append(f"| {LABELS[name]} | {mean:+.4f} | [{signed(lo)}, {signed(hi)}] | "
-                    f"[{blo:+.4f}, {bhi:+.4f}] | {seeds} |")  # fmt: skip
+        rows.append(
+            f"| {LABELS[name]} | {mean:+.4f} | [{signed(lo)}, {signed(hi)}] | "
+            f"[{blo:+.4f}, {bhi:+.4f}] | {seeds} |"
+        )
     return rows
 
 
@@ -446,48 +479,64 @@ def verdict(m: dict[str, Any]) -> list[str]:
         (mean, lo, hi), (blo, bhi) = d["t95"], d["boot95"]
         base = float(np.mean(m["bpb"][f"uncurated/{name}"]))
         side = "better" if mean < 0 else "worse"
-        holds = [f"the {what} interval {'includes' if a <= 0 <= b else 'excludes'} 0"
-                 for what, a, b in (("seed", lo, hi), ("package", blo, bhi))
-                 if not math.isnan(a)]  # fmt: skip
-        lines.append(f"- {LABELS[name]}: the curated arm is {side} by {abs(mean):.3f} bpb "
-                     f"({abs(mean) / base:.1%}); {' and '.join(holds)}.")  # fmt: skip
+        holds = [
+            f"the {what} interval {'includes' if a <= 0 <= b else 'excludes'} 0"
+            for what, a, b in (("seed", lo, hi), ("package", blo, bhi))
+            if not math.isnan(a)
+        ]
+        lines.append(
+            f"- {LABELS[name]}: the curated arm is {side} by {abs(mean):.3f} bpb "
+            f"({abs(mean) / base:.1%}); {' and '.join(holds)}."
+        )
     return lines
 
 
 def collection_table(m: dict[str, Any]) -> list[str]:
-    rows = ["| held-out set | collection | docs | curated arm bpb | uncurated arm bpb | Δ |",
-            "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| held-out set | collection | docs | curated arm bpb | uncurated arm bpb | Δ |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for key, v in m["by_collection"].items():
         name, coll = key.split("/")
-        rows.append(f"| {LABELS[name]} | {coll} | {v['docs']} | {v['curated']:.3f} | "
-                    f"{v['uncurated']:.3f} | {v['curated'] - v['uncurated']:+.3f} |")  # fmt: skip
+        rows.append(
+            f"| {LABELS[name]} | {coll} | {v['docs']} | {v['curated']:.3f} | "
+            f"{v['uncurated']:.3f} | {v['curated'] - v['uncurated']:+.3f} |"
+        )
     return rows
 
 
 def set_table(sp: Split) -> list[str]:
-    rows = ["| set | docs | MB | packages | code docs (MB) | web docs (MB) |",
-            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| set | docs | MB | packages | code docs (MB) | web docs (MB) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     sets = {f"training pool, {a} arm": d for a, d in sp.train.items()}
     sets.update({LABELS[n]: d for n, d in sp.heldout.items()})
     for label, docs in sets.items():
         parts = [[d for d in docs if d.collection == c] for c in ("code", "web")]
         by = [f"{len(p)} ({sizes(p).sum() / 1e6:.2f})" for p in parts]
-        rows.append(f"| {label} | {len(docs)} | {sizes(docs).sum() / 1e6:.2f} | "
-                    f"{len({d.source for d in docs})} | {by[0]} | {by[1]} |")  # fmt: skip
+        rows.append(
+            f"| {label} | {len(docs)} | {sizes(docs).sum() / 1e6:.2f} | "
+            f"{len({d.source for d in docs})} | {by[0]} | {by[1]} |"
+        )
     return rows
 
 
 def training_table(runs: list[ArmRun], args: argparse.Namespace) -> list[str]:
     budget = args.steps * args.batch_size * args.seq_len
-    rows = ["| arm | seed | docs sampled | MB sampled | tokens sampled | training tokens | "
-            "epochs | final train loss | lm wall s |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| arm | seed | docs sampled | MB sampled | tokens sampled | training tokens | "
+        "epochs | final train loss | lm wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in runs:
         tokens = int(r.summary.get("train_rows", 0)) * args.seq_len
-        rows.append(f"| {r.arm} | {r.seed} | {r.pool_docs} | {r.pool_bytes / 1e6:.2f} | "
-                    f"{tokens} | {budget} | {budget / max(1, tokens):.2f} | "
-                    f"{r.summary.get('train_loss', float('nan')):.3f} | "
-                    f"{r.summary.get('wall_s', float('nan')):.0f} |")  # fmt: skip
+        rows.append(
+            f"| {r.arm} | {r.seed} | {r.pool_docs} | {r.pool_bytes / 1e6:.2f} | "
+            f"{tokens} | {budget} | {budget / max(1, tokens):.2f} | "
+            f"{r.summary.get('train_loss', float('nan')):.3f} | "
+            f"{r.summary.get('wall_s', float('nan')):.0f} |"
+        )
     return rows
 
 
@@ -496,40 +545,48 @@ def corpus_line(artifacts: Path) -> str:
     att = json.loads((artifacts / "attrition.json").read_text())
     removed = Counter(att.get("dropped", {})) + Counter(att.get("rejected", {}))
     top = ", ".join(f"{k} {v}" for k, v in removed.most_common())
-    return (f"Corpus run: {att['in']} documents read, {att['kept']} kept "
-            f"({att['kept'] / max(1, att['in']):.0%}); removed by reason: {top}.")  # fmt: skip
+    return (
+        f"Corpus run: {att['in']} documents read, {att['kept']} kept "
+        f"({att['kept'] / max(1, att['in']):.0%}); removed by reason: {top}."
+    )
 
 
 def code_share(docs: list[Doc]) -> float:
     return float(sizes([d for d in docs if d.collection == "code"]).sum() / sizes(docs).sum())
 
 
-def header(args: argparse.Namespace, sp: Split, runs: list[ArmRun], timings: dict[str, float],
-           command: str) -> list[str]:  # fmt: skip
+def header(
+    args: argparse.Namespace, sp: Split, runs: list[ArmRun], timings: dict[str, float], command: str
+) -> list[str]:
     budget = args.steps * args.batch_size * args.seq_len
     n_packages = len(
         {d.source for docs in sp.train.values() for d in docs} | set(sp.heldout_packages)
     )
     seeds = ", ".join(str(s) for s in sorted({r.seed for r in runs}))
     return [
-        f"# Does curation help? The same tiny LM on curated vs uncurated text (seeds {seeds})", "",
-        f"`{command}`", "",
+        f"# Does curation help? The same tiny LM on curated vs uncurated text (seeds {seeds})",
+        "",
+        f"`{command}`",
+        "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs. The "
         f"corpus run took {timings['corpus_run']:.0f} s wall. This script: {timings['total']:.0f}"
         f" s: corpus {timings['corpus']:.0f} (0 = reused), split and leak guard "
         f"{timings['split']:.0f}, tokenizer {timings['tokenizer']:.0f}, {len(runs)} `lm` runs "
-        f"with scoring {timings['arms']:.0f}.", "",
+        f"with scoring {timings['arms']:.0f}.",
+        "",
         f"Model: the `lm` pipeline's Llama decoder, d_model {args.d_model}, {args.n_layer} layers, "
         f"{args.n_head} heads, {runs[0].n_params} parameters; byte-level BPE (vocab "
         f"{args.vocab_size}) shared by both arms; seq_len {args.seq_len}, batch "
         f"{args.batch_size}, {args.steps} steps, AdamW lr {args.lr}, cosine: {budget} training "
-        "tokens per arm and seed; 1 Ray Train worker, 1 thread.", "",
+        "tokens per arm and seed; 1 Ray Train worker, 1 thread.",
+        "",
         f"Held out: {len(sp.heldout_packages)} of {n_packages} packages (share "
         f"{args.heldout_share}). Leak guard: {sp.exact_copies} input documents outside them are "
         f"exact copies of held-out ones and {sp.near_dups} more are MinHash near-duplicates; "
         "their ids are removed from both training pools. Held-out sets are capped at "
-        f"{args.eval_bytes / 1e6:.1f} MB each.", "",
-    ]  # fmt: skip
+        f"{args.eval_bytes / 1e6:.1f} MB each.",
+        "",
+    ]
 
 
 READING = (
@@ -549,24 +606,51 @@ READING = (
 
 def mixture_note(sp: Split) -> str:
     shares = {a: code_share(docs) for a, docs in sp.train.items()}
-    return (f"Confound: by bytes the curated pool is {shares['curated']:.0%} code and the "
-            f"uncurated pool {shares['uncurated']:.0%} (see the sets table), so the arms "
-            "differ in collection mix as well as in document quality; the per-collection rows "
-            "separate the two only in part. A mix-matched uncurated arm would isolate the "
-            "filters (not run here).")  # fmt: skip
+    return (
+        f"Confound: by bytes the curated pool is {shares['curated']:.0%} code and the "
+        f"uncurated pool {shares['uncurated']:.0%} (see the sets table), so the arms "
+        "differ in collection mix as well as in document quality; the per-collection rows "
+        "separate the two only in part. A mix-matched uncurated arm would isolate the "
+        "filters (not run here)."
+    )
 
 
-def report(args: argparse.Namespace, sp: Split, runs: list[ArmRun], artifacts: Path,
-           timings: dict[str, float], command: str) -> tuple[str, dict[str, Any]]:  # fmt: skip
+def report(
+    args: argparse.Namespace,
+    sp: Split,
+    runs: list[ArmRun],
+    artifacts: Path,
+    timings: dict[str, float],
+    command: str,
+) -> tuple[str, dict[str, Any]]:
     m = measure(runs, sp, args)
     lines = [
-        *header(args, sp, runs, timings, command), corpus_line(artifacts), "",
-        *set_table(sp), "",
-        "## Held-out bits per byte (lower is better; mean ± sd over seeds)", "",
-        *bpb_table(m), "", *delta_table(m), "", *verdict(m), "", *collection_table(m), "",
-        "## Training runs", "", *training_table(runs, args), "",
-        "## Reading", "", READING, "", mixture_note(sp), "",
-    ]  # fmt: skip
+        *header(args, sp, runs, timings, command),
+        corpus_line(artifacts),
+        "",
+        *set_table(sp),
+        "",
+        "## Held-out bits per byte (lower is better; mean ± sd over seeds)",
+        "",
+        *bpb_table(m),
+        "",
+        *delta_table(m),
+        "",
+        *verdict(m),
+        "",
+        *collection_table(m),
+        "",
+        "## Training runs",
+        "",
+        *training_table(runs, args),
+        "",
+        "## Reading",
+        "",
+        READING,
+        "",
+        mixture_note(sp),
+        "",
+    ]
     return "\n".join(lines), m
 
 
@@ -618,9 +702,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
-    raw = {"args": vars(args), "corpus_run": str(corpus_dir), "timings": timings,
-           "numbers": numbers, "runs": [{"arm": r.arm, "seed": r.seed, "run_dir": r.run_dir}
-                                        for r in runs]}  # fmt: skip
+    raw = {
+        "args": vars(args),
+        "corpus_run": str(corpus_dir),
+        "timings": timings,
+        "numbers": numbers,
+        "runs": [{"arm": r.arm, "seed": r.seed, "run_dir": r.run_dir} for r in runs],
+    }
     (work / "corpus_lm.json").write_text(json.dumps(raw, indent=2, default=str))
     print(f"wrote {args.out} and {work / 'corpus_lm.json'}")
     return 0

@@ -67,8 +67,13 @@ def plan(spacy_cpus: list[int], only: list[str]) -> list[Arm]:
     return [a for a in arms if not only or a.pipeline in only]
 
 
-def build_input(folder: Path, max_docs: int, rows_per_shard: int, max_packages: int | None = None,
-                max_docs_per_package: int | None = None) -> dict[str, Any]:  # fmt: skip
+def build_input(
+    folder: Path,
+    max_docs: int,
+    rows_per_shard: int,
+    max_packages: int | None = None,
+    max_docs_per_package: int | None = None,
+) -> dict[str, Any]:
     """The local corpus as jsonl.gz shards in `folder`; its manifest counts."""
     import sysconfig
 
@@ -76,13 +81,23 @@ def build_input(folder: Path, max_docs: int, rows_per_shard: int, max_packages: 
     from rayworks.pipelines.corpus.sources import SourceConfig, build_corpus
 
     s = LocalCorpusConfig()
-    manifest = build_corpus(SourceConfig(
-        out_dir=str(folder), site_packages=(sysconfig.get_paths()["purelib"],),
-        debian_doc=s.debian_doc, max_packages=max_packages or s.max_packages, max_docs=max_docs,
-        max_docs_per_package=max_docs_per_package or s.max_docs_per_package, max_bytes=s.max_bytes,
-        rows_per_shard=rows_per_shard))  # fmt: skip
-    return {"documents": manifest.documents, "shards": len(manifest.shards),
-            "mib": sum(f.stat().st_size for f in folder.glob("*.jsonl.gz")) / 2**20}  # fmt: skip
+    manifest = build_corpus(
+        SourceConfig(
+            out_dir=str(folder),
+            site_packages=(sysconfig.get_paths()["purelib"],),
+            debian_doc=s.debian_doc,
+            max_packages=max_packages or s.max_packages,
+            max_docs=max_docs,
+            max_docs_per_package=max_docs_per_package or s.max_docs_per_package,
+            max_bytes=s.max_bytes,
+            rows_per_shard=rows_per_shard,
+        )
+    )
+    return {
+        "documents": manifest.documents,
+        "shards": len(manifest.shards),
+        "mib": sum(f.stat().st_size for f in folder.glob("*.jsonl.gz")) / 2**20,
+    }
 
 
 def run_arm(arm: Arm, inputs: Path, runs_dir: Path) -> dict[str, Any]:
@@ -150,10 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-packages", type=int, help="packages per source (default: the config's)")
     p.add_argument("--max-docs-per-package", type=int, help="default: the config's")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--spacy-cpus", type=int, nargs="*", default=[2],
-                   help="CPU counts of the DataTrove arms with spaCy (none: skip them)")  # fmt: skip
-    p.add_argument("--only", nargs="*", default=[], choices=["corpus", "corpus_datatrove"],
-                   help="run only these pipelines' arms")  # fmt: skip
+    p.add_argument(
+        "--spacy-cpus",
+        type=int,
+        nargs="*",
+        default=[2],
+        help="CPU counts of the DataTrove arms with spaCy (none: skip them)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        choices=["corpus", "corpus_datatrove"],
+        help="run only these pipelines' arms",
+    )
     p.add_argument("--runs-dir", help="where inputs and runs go (default: a temp folder)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
@@ -162,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(args.runs_dir or tempfile.mkdtemp(prefix="bench-corpus-")).absolute()
     inputs = root / "input"
-    built = build_input(inputs, args.max_docs, args.rows_per_shard, args.max_packages,
-                        args.max_docs_per_package)  # fmt: skip
+    built = build_input(
+        inputs, args.max_docs, args.rows_per_shard, args.max_packages, args.max_docs_per_package
+    )
     arms = plan(args.spacy_cpus, args.only)
     runs: dict[str, list[dict[str, Any]]] = {a.label: [] for a in arms}
     for _ in range(args.repeats):

@@ -27,9 +27,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 DECODERS = ["vanilla", "vanilla_et", "dpad_et", "parallel_cache_et", "parallel_cache_dpad_et"]
-REFS = {"dpad_et": ("vanilla", "vanilla_et"),
-        "parallel_cache_et": ("vanilla", "vanilla_et"),
-        "parallel_cache_dpad_et": ("vanilla", "vanilla_et", "parallel_cache_et")}  # fmt: skip
+REFS = {
+    "dpad_et": ("vanilla", "vanilla_et"),
+    "parallel_cache_et": ("vanilla", "vanilla_et"),
+    "parallel_cache_dpad_et": ("vanilla", "vanilla_et", "parallel_cache_et"),
+}
 
 
 def main() -> None:
@@ -75,19 +77,25 @@ def main() -> None:
         res = {}
         for name in DECODERS:
             reps = runs[(g, name)]
-            res[name] = {"acc": reps[0]["acc"], "nfe": reps[0]["nfe"], "tokens": reps[0]["tokens"],
-                         "pairs": reps[0]["pairs"],
-                         "sec": statistics.median(r["sec"] for r in reps),
-                         "sec_all": [r["sec"] for r in reps]}  # fmt: skip
+            res[name] = {
+                "acc": reps[0]["acc"],
+                "nfe": reps[0]["nfe"],
+                "tokens": reps[0]["tokens"],
+                "pairs": reps[0]["pairs"],
+                "sec": statistics.median(r["sec"] for r in reps),
+                "sec_all": [r["sec"] for r in reps],
+            }
         for name, refs in REFS.items():
             for ref in refs:
                 for k, key in (("tokens", "tokens"), ("pairs", "pairs"), ("wall", "sec")):
                     res[name][f"speedup_{k}_vs_{ref}"] = res[ref][key] / res[name][key]
         rows.append({"gen_length": g, "decoders": res})
-        print(f"gen {g}: DPad+ET vs vanilla  tokens {res['dpad_et']['speedup_tokens_vs_vanilla']:.2f}x "
-              f"wall {res['dpad_et']['speedup_wall_vs_vanilla']:.2f}x | vs vanilla+ET tokens "
-              f"{res['dpad_et']['speedup_tokens_vs_vanilla_et']:.2f}x wall "
-              f"{res['dpad_et']['speedup_wall_vs_vanilla_et']:.2f}x")  # fmt: skip
+        print(
+            f"gen {g}: DPad+ET vs vanilla  tokens {res['dpad_et']['speedup_tokens_vs_vanilla']:.2f}x "
+            f"wall {res['dpad_et']['speedup_wall_vs_vanilla']:.2f}x | vs vanilla+ET tokens "
+            f"{res['dpad_et']['speedup_tokens_vs_vanilla_et']:.2f}x wall "
+            f"{res['dpad_et']['speedup_wall_vs_vanilla_et']:.2f}x"
+        )
     out = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "model_dir": str(model_dir),

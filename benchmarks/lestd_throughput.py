@@ -68,23 +68,38 @@ def main() -> None:
                 start = time.perf_counter()
                 comp = compress_model(model, memos, method, ratio, StageOptions())
                 if comp is None:
-                    results.append({"model": name, "method": method, "ratio": ratio,
-                                    "reachable": False})  # fmt: skip
+                    results.append(
+                        {"model": name, "method": method, "ratio": ratio, "reachable": False}
+                    )
                     continue
                 compress_s = time.perf_counter() - start
                 tps = tokens_per_s(
                     {"dense": model, "compressed": comp.compressed}, batch, args.reps
                 )
-                row = {"model": name, "method": method, "ratio": ratio, "reachable": True,
-                       "compress_s": compress_s, "dense_tokens_per_s": tps["dense"],
-                       "compressed_tokens_per_s": tps["compressed"],
-                       "speedup": tps["compressed"] / tps["dense"], **comp.stats}  # fmt: skip
+                row = {
+                    "model": name,
+                    "method": method,
+                    "ratio": ratio,
+                    "reachable": True,
+                    "compress_s": compress_s,
+                    "dense_tokens_per_s": tps["dense"],
+                    "compressed_tokens_per_s": tps["compressed"],
+                    "speedup": tps["compressed"] / tps["dense"],
+                    **comp.stats,
+                }
                 results.append(row)
-                print(f"{name:13s} {method:7s} {ratio:3d}x  dense {tps['dense']:9.0f} tok/s  "
-                      f"compressed {tps['compressed']:9.0f} tok/s  x{row['speedup']:.2f}")  # fmt: skip
+                print(
+                    f"{name:13s} {method:7s} {ratio:3d}x  dense {tps['dense']:9.0f} tok/s  "
+                    f"compressed {tps['compressed']:9.0f} tok/s  x{row['speedup']:.2f}"
+                )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"rows": args.rows, "seq_len": int(batch.shape[1]), "reps": args.reps, "threads": 1,
-            "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lestd_throughput.py"}  # fmt: skip
+    meta = {
+        "rows": args.rows,
+        "seq_len": int(batch.shape[1]),
+        "reps": args.reps,
+        "threads": 1,
+        "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lestd_throughput.py",
+    }
     OUT.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {OUT}")
 

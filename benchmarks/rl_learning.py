@@ -120,12 +120,27 @@ from rayworks.platform.stats import mean_ci
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "rl_learning.json"
 # --quick: the script end to end in a few minutes (user --set overrides still win)
-QUICK = ["learner.max_steps=3", "learner.eval_every=2", "learner.checkpoint_every=3",
-         "rollout.prompts_per_step=4", "eval.n_val=8", "eval.n_test=16",
-         "eval.samples_per_prompt=2", "eval.samples=2"]  # fmt: skip
+QUICK = [
+    "learner.max_steps=3",
+    "learner.eval_every=2",
+    "learner.checkpoint_every=3",
+    "rollout.prompts_per_step=4",
+    "eval.n_val=8",
+    "eval.n_test=16",
+    "eval.samples_per_prompt=2",
+    "eval.samples=2",
+]
 TABLES = ["test_accuracy", "test_sampled_accuracy"]  # a table per eval step for each
-FINAL = ["test_accuracy", "test_sampled_accuracy", "test_pass_at_k", "test_kl_base",
-         "test_entropy", "test_response_len", "val_accuracy", "val_sampled_accuracy"]  # fmt: skip
+FINAL = [
+    "test_accuracy",
+    "test_sampled_accuracy",
+    "test_pass_at_k",
+    "test_kl_base",
+    "test_entropy",
+    "test_response_len",
+    "val_accuracy",
+    "val_sampled_accuracy",
+]
 SIDES = ("ours", "trl")
 LABEL = {"ours": "ours", "trl": "TRL"}
 
@@ -205,14 +220,19 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {s} | {row[0]} | {row[1]} |")
         lines.append("")
     final = results["final"]
-    lines += [f"### Final step ({final['step']}): ours within TRL's interval or above?\n",
-              "| metric | ours | TRL | ours within TRL's interval or above |",
-              "|---|---|---|---|"]  # fmt: skip
+    lines += [
+        f"### Final step ({final['step']}): ours within TRL's interval or above?\n",
+        "| metric | ours | TRL | ours within TRL's interval or above |",
+        "|---|---|---|---|",
+    ]
     for metric, row in final["metrics"].items():
         lines.append(f"| {metric} | {fmt(row['ours'])} | {fmt(row['trl'])} | {row['verdict']} |")
-    lines += ["", "### Wall time per run\n",
-              "| side | seed | wall s | train s/step | eval s (all evals) | load 1m before |",
-              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines += [
+        "",
+        "### Wall time per run\n",
+        "| side | seed | wall s | train s/step | eval s (all evals) | load 1m before |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for side in SIDES:
         for seed, run in results["runs"].get(side, {}).items():
             lines.append(
@@ -241,8 +261,14 @@ def plot(path: Path, results: dict[str, Any]) -> None:
             if not steps:
                 continue
             x = [int(s) for s in steps]
-            (line,) = ax.plot(x, [curve[s]["mean"] for s in steps], marker="o", markersize=3,
-                              label=LABEL[side], linewidth=1.5 if metric != "train_reward" else 1)  # fmt: skip
+            (line,) = ax.plot(
+                x,
+                [curve[s]["mean"] for s in steps],
+                marker="o",
+                markersize=3,
+                label=LABEL[side],
+                linewidth=1.5 if metric != "train_reward" else 1,
+            )
             if all(curve[s]["ci95"] for s in steps):
                 lo, hi = ([curve[s]["ci95"][j] for s in steps] for j in (0, 1))
                 ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -260,8 +286,17 @@ def plot(path: Path, results: dict[str, Any]) -> None:
 def run_ours(overrides: list[str], seed: int, base: Path, runs_dir: Path) -> dict[str, Any]:
     """One `rayworks run grpo` subprocess; its eval and train records from metrics.jsonl."""
     sets = [*overrides, f"seed={seed}", trl_peer.policy_override(base)]
-    cmd = [sys.executable, "-m", "rayworks", "run", "grpo", "--runs-dir", str(runs_dir),
-           "--no-progress", *[x for s in sets for x in ("--set", s)]]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "rayworks",
+        "run",
+        "grpo",
+        "--runs-dir",
+        str(runs_dir),
+        "--no-progress",
+        *[x for s in sets for x in ("--set", s)],
+    ]
     root = runs_dir / "grpo"
     before = set(root.iterdir()) if root.is_dir() else set()
     load = os.getloadavg()[0]
@@ -291,9 +326,16 @@ def run_ours(overrides: list[str], seed: int, base: Path, runs_dir: Path) -> dic
         if "reward" in r
     }
     step_s = [t["step_s"] for t in train.values() if t["step_s"] is not None]
-    return {"run_dir": str(run_dir), "wall_s": wall, "load_avg_1m_before": load,
-            "step_s": statistics.fmean(step_s[1:] or step_s), "curve": curve, "train": train,
-            "eval_s": None, "threads": "engine + learner, 1 torch thread each (defaults)"}  # fmt: skip
+    return {
+        "run_dir": str(run_dir),
+        "wall_s": wall,
+        "load_avg_1m_before": load,
+        "step_s": statistics.fmean(step_s[1:] or step_s),
+        "curve": curve,
+        "train": train,
+        "eval_s": None,
+        "threads": "engine + learner, 1 torch thread each (defaults)",
+    }
 
 
 # --- TRL (a subprocess: its own torch threads, no Ray) -------------------------------------
@@ -303,9 +345,11 @@ def run_trl(cfg: Any, seed: int, base: Path, runs_dir: Path) -> dict[str, Any]:
     spec = {"cfg": cfg.model_dump(mode="json"), "base": str(base), "seed": seed}
     load = os.getloadavg()[0]
     out, wall = trl_peer.launch_worker(
-        __file__, spec, threads=cfg.learner.threads_per_worker,
+        __file__,
+        spec,
+        threads=cfg.learner.threads_per_worker,
         log=runs_dir / "logs" / f"trl-seed{seed}.log",
-    )  # fmt: skip
+    )
     out.update(wall_s=wall, load_avg_1m_before=load)
     return out
 
@@ -377,9 +421,15 @@ def trl_worker(spec: dict[str, Any]) -> None:
             try:
                 for split in cfg.eval.splits:
                     found, _ = evaluate_split(
-                        generate, data, split, cfg.rollout.sampling, cfg.eval.samples_per_prompt,
-                        engine.pad, live, ref,
-                    )  # fmt: skip
+                        generate,
+                        data,
+                        split,
+                        cfg.rollout.sampling,
+                        cfg.eval.samples_per_prompt,
+                        engine.pad,
+                        live,
+                        ref,
+                    )
                     metrics.update(found)
             finally:
                 live.train(was_training)
@@ -405,10 +455,14 @@ def trl_worker(spec: dict[str, Any]) -> None:
     evaluator = OurEvaluator()
     args = trl_peer.grpo_args(cfg, spec["output_dir"], seed)
     trainer = GRPOTrainer(
-        model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-        processing_class=tokenizer, callbacks=[evaluator],
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[evaluator],
         optimizers=(optimizer, scheduler),
-    )  # fmt: skip
+    )
     evaluator.trainer = trainer
     trainer.train()
 
@@ -416,14 +470,19 @@ def trl_worker(spec: dict[str, Any]) -> None:
     expected = [s * p + j for s in range(steps) for j in range(p) for _ in range(g)]
     seen = [r for call in calls for r in call["rows"]]
     if len(calls) != steps or seen != expected:
-        first = next((i for i, (a, b) in enumerate(zip(seen, expected, strict=False)) if a != b), None)  # fmt: skip
+        first = next(
+            (i for i, (a, b) in enumerate(zip(seen, expected, strict=False)) if a != b), None
+        )
         raise RuntimeError(
             f"TRL did not train on our prompt sequence: {len(calls)} reward calls for {steps} "
             f"steps, {len(seen)} rows for {len(expected)}, first difference at row {first}: "
             f"saw {seen[: 2 * g]}..., expected {expected[: 2 * g]}..."
         )
     want = [lr_at(i // k, cfg) for i in range(steps * k)]
-    if len(evaluator.lrs) != len(want) or max(abs(a - b) for a, b in zip(evaluator.lrs, want, strict=True)) > 1e-12:  # fmt: skip
+    if (
+        len(evaluator.lrs) != len(want)
+        or max(abs(a - b) for a, b in zip(evaluator.lrs, want, strict=True)) > 1e-12
+    ):
         raise RuntimeError(f"TRL's lrs {evaluator.lrs[:5]}... differ from ours {want[:5]}...")
     logs = {int(e["step"]): e for e in trainer.state.log_history if "step" in e and "loss" in e}
     train = {}
@@ -437,14 +496,37 @@ def trl_worker(spec: dict[str, Any]) -> None:
             "grad_norm": entry.get("grad_norm"),
             "step_s": evaluator.step_s[s] if s < len(evaluator.step_s) else None,
         }
-    received = {key: getattr(args, key) for key in (
-        "num_generations", "per_device_train_batch_size", "steps_per_generation",
-        "generation_batch_size", "gradient_accumulation_steps", "num_iterations", "max_steps",
-        "shuffle_dataset", "max_completion_length", "temperature", "top_p", "top_k", "epsilon",
-        "epsilon_high", "beta", "loss_type", "scale_rewards", "entropy_coef", "learning_rate",
-        "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "seed", "bf16",
-        "use_cpu",
-    )}  # fmt: skip
+    received = {
+        key: getattr(args, key)
+        for key in (
+            "num_generations",
+            "per_device_train_batch_size",
+            "steps_per_generation",
+            "generation_batch_size",
+            "gradient_accumulation_steps",
+            "num_iterations",
+            "max_steps",
+            "shuffle_dataset",
+            "max_completion_length",
+            "temperature",
+            "top_p",
+            "top_k",
+            "epsilon",
+            "epsilon_high",
+            "beta",
+            "loss_type",
+            "scale_rewards",
+            "entropy_coef",
+            "learning_rate",
+            "lr_scheduler_type",
+            "warmup_steps",
+            "weight_decay",
+            "max_grad_norm",
+            "seed",
+            "bf16",
+            "use_cpu",
+        )
+    }
     out = {
         "curve": evaluator.curve,
         "train": train,
@@ -479,34 +561,53 @@ def notes_for(cfg: Any) -> list[str]:
     ]
     lo = cfg.loss
     if lo.entropy_coef:
-        notes.append(f"loss.entropy_coef={lo.entropy_coef} is non-zero: TRL 1.16 gets "
-                     f"entropy_coef={lo.entropy_coef} (a token-mean entropy bonus)"
-                     + ("" if lo.agg == "token-mean" else "; ours aggregates it per sequence"))  # fmt: skip
+        notes.append(
+            f"loss.entropy_coef={lo.entropy_coef} is non-zero: TRL 1.16 gets "
+            f"entropy_coef={lo.entropy_coef} (a token-mean entropy bonus)"
+            + ("" if lo.agg == "token-mean" else "; ours aggregates it per sequence")
+        )
     else:
         notes.append("entropy bonus: off on both sides (loss.entropy_coef=0 -> entropy_coef=0).")
     if lo.kl_coef and lo.kl_estimator != "k3":
         notes.append(f"KL: ours {lo.kl_estimator}, TRL always k3.")
     if lo.minibatches > 1:
-        notes.append("minibatches > 1: TRL shuffles the generation batch once and reuses that "
-                     "split every iteration; ours reshuffles each epoch.")  # fmt: skip
+        notes.append(
+            "minibatches > 1: TRL shuffles the generation batch once and reuses that "
+            "split every iteration; ours reshuffles each epoch."
+        )
     if cfg.learner.num_workers > 1:
-        notes.append("learner.num_workers > 1: ours averages per-rank token means (TRL: 1 process).")  # fmt: skip
+        notes.append(
+            "learner.num_workers > 1: ours averages per-rank token means (TRL: 1 process)."
+        )
     if cfg.rollout.engine != "hf":
-        notes.append(f"ours samples with rollout.engine={cfg.rollout.engine}; TRL with HF generate.")  # fmt: skip
+        notes.append(
+            f"ours samples with rollout.engine={cfg.rollout.engine}; TRL with HF generate."
+        )
     return notes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per side")
-    parser.add_argument("--set", action="append", default=[], dest="overrides",
-                        metavar="KEY=VALUE", help="RLConfig override (as `rayworks run --set`)")  # fmt: skip
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-rl-learning"),
-                        help="our runs, logs and the cached base policy (reused across runs)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="RLConfig override (as `rayworks run --set`)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=Path("runs/bench-rl-learning"),
+        help="our runs, logs and the cached base policy (reused across runs)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", choices=["both", "ours", "trl"], default="both")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"check end to end: 1 seed, {' '.join(QUICK)}")  # fmt: skip
+    parser.add_argument(
+        "--quick", action="store_true", help=f"check end to end: 1 seed, {' '.join(QUICK)}"
+    )
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.trl_worker:
@@ -552,7 +653,9 @@ def main() -> None:
     for seed in seeds:  # sides alternate per seed, so load drift hits both
         seed_cfg = trl_peer.rl_config([*overrides, f"seed={seed}"])
         for side in sides:
-            print(f"[seed {seed}] {LABEL[side]}: {seed_cfg.learner.max_steps} steps ...", flush=True)  # fmt: skip
+            print(
+                f"[seed {seed}] {LABEL[side]}: {seed_cfg.learner.max_steps} steps ...", flush=True
+            )
             if side == "ours":
                 run = run_ours(overrides, seed, base, runs_dir)
             else:
@@ -561,9 +664,12 @@ def main() -> None:
                 results.setdefault("trl_checks", run.pop("checks"))
             results["runs"][side][str(seed)] = run
             last = run["curve"][max(run["curve"], key=int)]
-            print(f"[seed {seed}] {LABEL[side]}: {run['wall_s']:.0f} s; final test_accuracy "
-                  f"{last.get('test_accuracy', float('nan')):.3f}, test_sampled_accuracy "
-                  f"{last.get('test_sampled_accuracy', float('nan')):.3f}", flush=True)  # fmt: skip
+            print(
+                f"[seed {seed}] {LABEL[side]}: {run['wall_s']:.0f} s; final test_accuracy "
+                f"{last.get('test_accuracy', float('nan')):.3f}, test_sampled_accuracy "
+                f"{last.get('test_sampled_accuracy', float('nan')):.3f}",
+                flush=True,
+            )
     stats: dict[str, dict[str, Any]] = {}
     for side in sides:
         runs = results["runs"][side]
@@ -573,27 +679,36 @@ def main() -> None:
         stats[side]["train_reward"] = curve_stats(trains, "train_reward")
     results["stats"] = stats
     common = [set(stats[side].get("test_accuracy", {})) for side in sides]
-    final_step = max(set.intersection(*common), key=int) if common and set.intersection(*common) else None  # fmt: skip
+    final_step = (
+        max(set.intersection(*common), key=int) if common and set.intersection(*common) else None
+    )
     results["final"] = {
         "step": final_step,
         "metrics": {
             m: {
                 "ours": stats.get("ours", {}).get(m, {}).get(str(final_step)),
                 "trl": stats.get("trl", {}).get(m, {}).get(str(final_step)),
-                "verdict": verdict(stats.get("ours", {}).get(m, {}).get(str(final_step)),
-                                   stats.get("trl", {}).get(m, {}).get(str(final_step)))
-                if m.endswith(("accuracy", "pass_at_k")) else "- (descriptive)",
+                "verdict": verdict(
+                    stats.get("ours", {}).get(m, {}).get(str(final_step)),
+                    stats.get("trl", {}).get(m, {}).get(str(final_step)),
+                )
+                if m.endswith(("accuracy", "pass_at_k"))
+                else "- (descriptive)",
             }
             for m in FINAL
         },
-    }  # fmt: skip
+    }
     if "trl" in sides:
         results["notes"].append(
             "TRL received: " + ", ".join(f"{k}={v}" for k, v in results["trl_grpo_config"].items())
         )
         results["notes"] += [f"checked in the TRL run: {v}" for v in results["trl_checks"].values()]
-        norms = [t["grad_norm"] for run in results["runs"]["trl"].values()
-                 for t in run["train"].values() if t.get("grad_norm") is not None]  # fmt: skip
+        norms = [
+            t["grad_norm"]
+            for run in results["runs"]["trl"].values()
+            for t in run["train"].values()
+            if t.get("grad_norm") is not None
+        ]
         if norms and cfg.learner.grad_clip:
             clipped = sum(x > cfg.learner.grad_clip for x in norms)
             results["notes"].append(

@@ -64,8 +64,13 @@ SIZES: dict[str, list[str]] = {
 }
 # What makes our step the same work as one TRL optimizer step (see the module docstring).
 # TRL with beta=0 computes no reference logprobs, so our KL monitor is off as well.
-MATCHED = ["loss.ppo_epochs=1", "loss.minibatches=1", "loss.entropy_coef=0", "loss.kl_coef=0",
-           "loss.kl_monitor_every=0"]  # fmt: skip
+MATCHED = [
+    "loss.ppo_epochs=1",
+    "loss.minibatches=1",
+    "loss.entropy_coef=0",
+    "loss.kl_coef=0",
+    "loss.kl_monitor_every=0",
+]
 
 
 def rl_config(size: str, extra: list[str]) -> Any:
@@ -140,11 +145,15 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
     train = [r for r in records if "reward" in r]
     n = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     rows = [
-        {"step_s": r["step_s"], "gen_s": r["gen_s"], "sync_s": r["sync_s"],
-         "tokens": r["response_len"] * n}
+        {
+            "step_s": r["step_s"],
+            "gen_s": r["gen_s"],
+            "sync_s": r["sync_s"],
+            "tokens": r["response_len"] * n,
+        }
         for r in train
         if r["step"] > warmup and r["step"] - 1 not in evals
-    ]  # fmt: skip
+    ]
     out = summarize(rows, n)
     out.update(
         wall_s=wall,
@@ -163,8 +172,12 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
 def run_trl(
     policy_dir: Path, cfg: Any, steps: int, warmup: int, threads: int, omp_wait: str
 ) -> dict:
-    spec = {"model": str(policy_dir), "cfg": cfg.model_dump(mode="json"), "steps": steps,
-            "warmup": warmup}  # fmt: skip
+    spec = {
+        "model": str(policy_dir),
+        "cfg": cfg.model_dump(mode="json"),
+        "steps": steps,
+        "warmup": warmup,
+    }
     load = os.getloadavg()[0]
     out, wall = trl_peer.launch_worker(__file__, spec, threads, omp_wait)
     out.update(wall_s=wall, load_avg_1m_before=load)
@@ -291,8 +304,12 @@ def main() -> None:
         "stalls for seconds when another process shares the cores: measured on 2 shared cores)",
     )
     parser.add_argument("--quick", action="store_true", help="short check: 4 steps, 1 warmup")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-rl-step"),
-                        help="our runs and the cached base policies (reused across runs)")  # fmt: skip
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=Path("runs/bench-rl-step"),
+        help="our runs and the cached base policies (reused across runs)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -103,8 +103,9 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def arrival_times(rate: float, requests: int, duration_s: float, arrivals: str = "poisson",
-                  seed: int = 0) -> list[float]:  # fmt: skip
+def arrival_times(
+    rate: float, requests: int, duration_s: float, arrivals: str = "poisson", seed: int = 0
+) -> list[float]:
     """Send offsets (s from the start) of an open-loop schedule at `rate` req/s: Poisson
     (exponential gaps, seeded) or uniform (every 1/rate s, the first at 0); at most
     `requests` of them, all before `duration_s`."""
@@ -250,8 +251,13 @@ def markdown(report: dict[str, Any]) -> str:
 
 def body(i: int, max_tokens: int) -> dict[str, Any]:
     prompt = f"Q: {(i * 37) % 100}+{(i * 11) % 100}=\n"
-    return {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 1.0,
-            "seed": i}  # fmt: skip
+    return {
+        "model": MODEL,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 1.0,
+        "seed": i,
+    }
 
 
 async def _post(http: Any, url: str, payload: dict) -> tuple[int | str, int, str]:
@@ -292,8 +298,14 @@ async def open_loop(url: str, offsets: list[float], max_tokens: int) -> dict[str
             sent = loop.time()
             status, tokens, detail = await _post(http, url, body(i, max_tokens))
             done = loop.time()
-            return {"status": status, "latency_s": done - t0 - at, "lag_s": sent - t0 - at,
-                    "tokens": tokens, "detail": detail, "done": done}  # fmt: skip
+            return {
+                "status": status,
+                "latency_s": done - t0 - at,
+                "lag_s": sent - t0 - at,
+                "tokens": tokens,
+                "detail": detail,
+                "done": done,
+            }
 
         results = await asyncio.gather(*(one(i, at) for i, at in enumerate(offsets)))
     wall = max((r.pop("done") for r in results), default=t0) - t0
@@ -334,8 +346,11 @@ def overhead(url: str, checkpoint: Path, n: int, warmup: int = 10) -> dict[str, 
     local = CompletionServer(str(checkpoint), MODEL, KEY)  # as in a replica, in-process
     loop = asyncio.new_event_loop()  # not running between calls: handle.result() is allowed
     auth = {"Authorization": f"Bearer {KEY}"}
-    asgi = httpx.AsyncClient(transport=httpx.ASGITransport(app=local.__serve_build_asgi_app__()),
-                             base_url="http://app", headers=auth)  # fmt: skip
+    asgi = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=local.__serve_build_asgi_app__()),
+        base_url="http://app",
+        headers=auth,
+    )
     handle = serve.get_app_handle(APP_NAME)
     load1 = os.getloadavg()[0]
     times: dict[str, list[float]] = {k: [] for k in OVERHEAD_PATHS}
@@ -357,29 +372,44 @@ def overhead(url: str, checkpoint: Path, n: int, warmup: int = 10) -> dict[str, 
                 answers[path] = call(payload)
                 if i >= warmup:
                     times[path].append((time.perf_counter() - start) * 1000)
-            texts = {k: [c["text"] for c in a.get("choices", [])] for k, a in answers.items()
-                     if k != "health"}  # fmt: skip
+            texts = {
+                k: [c["text"] for c in a.get("choices", [])]
+                for k, a in answers.items()
+                if k != "health"
+            }
             if len({json.dumps(t) for t in texts.values()}) != 1:
                 raise RuntimeError(f"the paths answered differently: {texts}")
     loop.run_until_complete(asgi.aclose())
     loop.close()
     p50 = {k: percentile(v, 50) for k, v in times.items()}
     paired = [b - a for a, b in zip(times["handle"], times["http"], strict=True)]
-    return {"n": n, "load1": load1, "p50_ms": p50,
-            "p90_ms": {k: percentile(v, 90) for k, v in times.items()},
-            "overhead_p50_ms": p50["http"] - p50["handle"],
-            "paired_p50_ms": percentile(paired, 50)}  # fmt: skip
+    return {
+        "n": n,
+        "load1": load1,
+        "p50_ms": p50,
+        "p90_ms": {k: percentile(v, 90) for k, v in times.items()},
+        "overhead_p50_ms": p50["http"] - p50["handle"],
+        "paired_p50_ms": percentile(paired, 50),
+    }
 
 
-def run_arm(args: argparse.Namespace, checkpoint: Path, replicas: int,
-            first: bool) -> tuple[list[dict], dict | None]:  # fmt: skip
+def run_arm(
+    args: argparse.Namespace, checkpoint: Path, replicas: int, first: bool
+) -> tuple[list[dict], dict | None]:
     """Deploy `replicas`, measure overhead (first arm), capacity, then each rate."""
     from ray import serve
 
     from rayworks.platform.serve import APP_NAME, serve_model
 
-    url = serve_model(checkpoint, host=args.host, port=args.port, api_key=KEY,
-                      num_replicas=replicas, model_name=MODEL, blocking=False)  # fmt: skip
+    url = serve_model(
+        checkpoint,
+        host=args.host,
+        port=args.port,
+        api_key=KEY,
+        num_replicas=replicas,
+        model_name=MODEL,
+        blocking=False,
+    )
     completions = f"{url}/v1/completions"
     try:
         asyncio.run(closed_loop(completions, SLOTS * replicas, 2.0, args.max_tokens))  # warm-up
@@ -393,16 +423,28 @@ def run_arm(args: argparse.Namespace, checkpoint: Path, replicas: int,
         rows = []
         for k, (value, relative) in enumerate(parse_rates(args.rates)):
             rate = value * capacity if relative else value
-            offsets = arrival_times(rate, args.requests, args.duration_s, args.arrivals,
-                                    args.seed + k)  # fmt: skip
+            offsets = arrival_times(
+                rate, args.requests, args.duration_s, args.arrivals, args.seed + k
+            )
             load1 = os.getloadavg()[0]
             summary = asyncio.run(open_loop(completions, offsets, args.max_tokens))
             load = rate / capacity
-            rows.append({"replicas": replicas, "capacity": capacity, "rate": rate, "load": load,
-                         "load1": load1, "summary": summary,
-                         "check": capacity_check(summary["codes"], load)})  # fmt: skip
-            print(f"  {rate:.1f} req/s ({load:.2f}x): {summary['codes']} p50 "
-                  f"{summary['p50_ms']:.1f} ms p99 {summary['p99_ms']:.1f} ms", flush=True)  # fmt: skip
+            rows.append(
+                {
+                    "replicas": replicas,
+                    "capacity": capacity,
+                    "rate": rate,
+                    "load": load,
+                    "load1": load1,
+                    "summary": summary,
+                    "check": capacity_check(summary["codes"], load),
+                }
+            )
+            print(
+                f"  {rate:.1f} req/s ({load:.2f}x): {summary['codes']} p50 "
+                f"{summary['p50_ms']:.1f} ms p99 {summary['p99_ms']:.1f} ms",
+                flush=True,
+            )
             time.sleep(1.0)  # let the last rate's stragglers and 503s settle
     finally:
         serve.delete(APP_NAME)
@@ -412,8 +454,11 @@ def run_arm(args: argparse.Namespace, checkpoint: Path, replicas: int,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=200, help="at most this many per rate")
-    p.add_argument("--rates", default="0.5x,1x,2x",
-                   help="req/s, or multiples of the arm's measured capacity (Nx)")  # fmt: skip
+    p.add_argument(
+        "--rates",
+        default="0.5x,1x,2x",
+        help="req/s, or multiples of the arm's measured capacity (Nx)",
+    )
     p.add_argument("--replicas", default="1,2", help="comma-separated replica counts (arms)")
     p.add_argument("--max-tokens", type=int, default=8)
     p.add_argument("--duration-s", type=float, default=10.0, help="no arrival after this")
@@ -423,8 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overhead-requests", type=int, default=200, help="0: skip")
     p.add_argument("--host", default="127.0.0.1", help="127.0.0.1 or localhost only")
     p.add_argument("--port", type=int, default=0, help="0: a free port")
-    p.add_argument("--serve-env", action="append", default=[], metavar="RAY_SERVE_X=V",
-                   help="a Ray Serve setting for this run's local Ray (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--serve-env",
+        action="append",
+        default=[],
+        metavar="RAY_SERVE_X=V",
+        help="a Ray Serve setting for this run's local Ray (repeatable)",
+    )
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     args.host = check_loopback(args.host)

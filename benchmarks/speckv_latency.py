@@ -99,9 +99,11 @@ def main() -> None:
     )
     print(" | ".join(head))
     for r in rows:
-        print(f"{r['prompt_tokens']} | {r['policy']} | {r['draft_seconds']:.4f} | "
-              f"{r['prefill_seconds']:.4f} | {r['decode_seconds']:.4f} | {r['total_vs_full']:.2f} | "
-              f"{r['decode_vs_full']:.2f} | {r['kv_vs_full']:.3f}")  # fmt: skip
+        print(
+            f"{r['prompt_tokens']} | {r['policy']} | {r['draft_seconds']:.4f} | "
+            f"{r['prefill_seconds']:.4f} | {r['decode_seconds']:.4f} | {r['total_vs_full']:.2f} | "
+            f"{r['decode_vs_full']:.2f} | {r['kv_vs_full']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -100,8 +100,11 @@ def lr_schedule(cfg: Any) -> dict[str, Any]:
     starts at lr 0 at step 0, ours at lr / warmup_steps)."""
     t, k = cfg.learner, updates_per_step(cfg)
     if t.schedule == "cosine":
-        return {"lr_scheduler_type": "cosine_with_min_lr", "warmup_steps": t.warmup_steps * k,
-                "lr_scheduler_kwargs": {"min_lr_rate": t.min_lr_ratio}}  # fmt: skip
+        return {
+            "lr_scheduler_type": "cosine_with_min_lr",
+            "warmup_steps": t.warmup_steps * k,
+            "lr_scheduler_kwargs": {"min_lr_rate": t.min_lr_ratio},
+        }
     kind = "constant_with_warmup" if t.warmup_steps else "constant"
     return {"lr_scheduler_type": kind, "warmup_steps": t.warmup_steps * k}
 
@@ -179,9 +182,11 @@ def grpo_args(cfg: Any, output_dir: str | Path, seed: int, **extra: Any) -> Any:
 
 
 def reward_function(
-    examples: Sequence[Any], reward: Callable, calls: list[dict[str, Any]],
+    examples: Sequence[Any],
+    reward: Callable,
+    calls: list[dict[str, Any]],
     shuffle_seed: Callable[[int], int] | None = None,
-) -> Callable[..., list[float]]:  # fmt: skip
+) -> Callable[..., list[float]]:
     """Our `reward(examples, completions) -> (totals, parts)` as a TRL reward function.
 
     The dataset's `row` column names each completion's example in `examples`; every call
@@ -193,8 +198,13 @@ def reward_function(
     ) -> list[float]:
         items = [examples[r] for r in row]
         totals, parts = reward(items, [completion_text(c) for c in completions])
-        calls.append({"rows": [int(r) for r in row], "rewards": list(totals),
-                      "tokens": sum(len(ids) for ids in completion_ids)})  # fmt: skip
+        calls.append(
+            {
+                "rows": [int(r) for r in row],
+                "rewards": list(totals),
+                "tokens": sum(len(ids) for ids in completion_ids),
+            }
+        )
         if shuffle_seed is not None:
             from rayworks.pipelines.rl.learner import shuffled
 
@@ -205,15 +215,22 @@ def reward_function(
 
 
 def launch_worker(
-    script: str | Path, spec: dict[str, Any], threads: int = 1, omp_wait: str = "",
+    script: str | Path,
+    spec: dict[str, Any],
+    threads: int = 1,
+    omp_wait: str = "",
     log: Path | None = None,
-) -> tuple[dict[str, Any], float]:  # fmt: skip
+) -> tuple[dict[str, Any], float]:
     """Run `python script --trl-worker SPEC.json` (the spec gains `out`, `output_dir` and
     `threads`); returns the JSON the worker wrote to `out` and the wall seconds. `log`: a
     file for the worker's stdout and stderr (default: this process's)."""
     with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
-        spec = {**spec, "out": str(Path(tmp) / "out.json"),
-                "output_dir": str(Path(tmp) / "trainer"), "threads": threads}  # fmt: skip
+        spec = {
+            **spec,
+            "out": str(Path(tmp) / "out.json"),
+            "output_dir": str(Path(tmp) / "trainer"),
+            "threads": threads,
+        }
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(spec))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}

@@ -67,8 +67,9 @@ def load(url: str, body: dict, clients: int, seconds: float, headers: dict) -> d
                 j += clients
                 start = time.monotonic()
                 try:
-                    resp = http.post(url, json={**body, "prompt": prompts[j % 64]},
-                                     headers=headers, timeout=120)  # fmt: skip
+                    resp = http.post(
+                        url, json={**body, "prompt": prompts[j % 64]}, headers=headers, timeout=120
+                    )
                     code = str(resp.status_code)
                 except requests.RequestException as err:
                     code = type(err).__name__
@@ -88,9 +89,14 @@ def load(url: str, body: dict, clients: int, seconds: float, headers: dict) -> d
         t.join()
     wall = time.monotonic() - start
     ms = np.array(lat) * 1000 if lat else np.array([np.nan])
-    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-            "rps": len(lat) / wall, "ok": len(lat), "errors": errors,
-            "samples": float(np.mean(samples)) if samples else float("nan")}  # fmt: skip
+    return {
+        "p50": float(np.percentile(ms, 50)),
+        "p99": float(np.percentile(ms, 99)),
+        "rps": len(lat) / wall,
+        "ok": len(lat),
+        "errors": errors,
+        "samples": float(np.mean(samples)) if samples else float("nan"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,26 +121,46 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = args.checkpoint or tiny_checkpoint(Path(tempfile.mkdtemp(prefix="ttc-bench-")))
     connect(args.address)
     settings = {"budget": args.budget, "window_ms": args.window_ms, "cap_factor": 1.0}
-    url = serve_ttc([checkpoint], settings, port=args.port, api_key=key, min_replicas=1,
-                    max_replicas=1, model_cpus=0.5, direct=True, blocking=False)  # fmt: skip
+    url = serve_ttc(
+        [checkpoint],
+        settings,
+        port=args.port,
+        api_key=key,
+        min_replicas=1,
+        max_replicas=1,
+        model_cpus=0.5,
+        direct=True,
+        blocking=False,
+    )
     headers = {"Authorization": f"Bearer {key}"}
     common = {"max_tokens": args.max_tokens, "temperature": 1.0}
     b = args.budget
     arms = [
         (f"direct n={b}", f"{url}{DIRECT_PREFIX}/v1/completions", {**common, "n": b}),
-        (f"router uniform k={b}", f"{url}/v1/completions",
-         {**common, "ttc": {"allocator": {"rule": "uniform", "k": b}}}),
-        ("router uniform k=1", f"{url}/v1/completions",
-         {**common, "ttc": {"allocator": {"rule": "uniform", "k": 1}}}),
-        ("router elimination k=1", f"{url}/v1/completions",
-         {**common, "ttc": {"allocator": {"rule": "elimination", "k": 1, "min_samples": 2}}}),
-    ]  # fmt: skip
+        (
+            f"router uniform k={b}",
+            f"{url}/v1/completions",
+            {**common, "ttc": {"allocator": {"rule": "uniform", "k": b}}},
+        ),
+        (
+            "router uniform k=1",
+            f"{url}/v1/completions",
+            {**common, "ttc": {"allocator": {"rule": "uniform", "k": 1}}},
+        ),
+        (
+            "router elimination k=1",
+            f"{url}/v1/completions",
+            {**common, "ttc": {"allocator": {"rule": "elimination", "k": 1, "min_samples": 2}}},
+        ),
+    ]
     try:
         for _, arm_url, body in arms:  # warm-up: first calls load code paths
-            requests.post(arm_url, json={**body, "prompt": "Q: 1+1=\n"}, headers=headers,
-                          timeout=120)  # fmt: skip
-        results = [(name, load(u, body, args.clients, args.seconds, headers))
-                   for name, u, body in arms]  # fmt: skip
+            requests.post(
+                arm_url, json={**body, "prompt": "Q: 1+1=\n"}, headers=headers, timeout=120
+            )
+        results = [
+            (name, load(u, body, args.clients, args.seconds, headers)) for name, u, body in arms
+        ]
     finally:
         serve.shutdown()
     base = results[0][1]["p50"]
@@ -152,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name, r in results:
         errs = ", ".join(f"{k}: {v}" for k, v in r["errors"].items()) or "0"
-        lines.append(f"| {name} | {r['p50']:.1f} | {r['p99']:.1f} | {r['rps']:.2f} | {r['ok']} "
-                     f"| {errs} | {r['samples']:.2f} | {r['p50'] / base:.2f}x |")  # fmt: skip
+        lines.append(
+            f"| {name} | {r['p50']:.1f} | {r['p99']:.1f} | {r['rps']:.2f} | {r['ok']} "
+            f"| {errs} | {r['samples']:.2f} | {r['p50'] / base:.2f}x |"
+        )
     table = "\n".join(lines) + "\n"
     print(table)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -123,10 +123,12 @@ def build_parser(serve_target: str | None = None) -> argparse.ArgumentParser:
         help="e.g. train.lr=loguniform:1e-4:1e-2",
     )
     p.add_argument(
-        "--samples", type=int, default=None,
+        "--samples",
+        type=int,
+        default=None,
         help="draws of the search space (Tune's num_samples; a grid repeats that often); "
         "default 1 when every --param is a grid, else 4",
-    )  # fmt: skip
+    )
     p.add_argument("--metric", help="metric to optimise (default: the pipeline's headline)")
     p.add_argument("--mode", choices=["min", "max"], help="default: the headline's mode")
     p.add_argument("--scheduler", choices=["fifo", "asha"], default="fifo")
@@ -454,11 +456,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print(f"written to {result.out_dir}")
         return 0
     result = bench.bench(
-        args.pipeline, seeds=args.seeds, preset=args.preset, overrides=args.overrides,
-        runs_dir=args.runs_dir, address=args.address, command=" ".join(["rayworks", *sys.argv[1:]]),
+        args.pipeline,
+        seeds=args.seeds,
+        preset=args.preset,
+        overrides=args.overrides,
+        runs_dir=args.runs_dir,
+        address=args.address,
+        command=" ".join(["rayworks", *sys.argv[1:]]),
         ablations=args.only_ablations if args.ablations and args.only_ablations else args.ablations,
-        baselines=args.baselines, resume=args.resume, tracking=_tracking(args),
-    )  # fmt: skip
+        baselines=args.baselines,
+        resume=args.resume,
+        tracking=_tracking(args),
+    )
     console.print(result.markdown, markup=False)  # "NAME[label]" is not a rich style tag
     console.print(f"written to {result.out_dir}")
     return 0
@@ -498,9 +507,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {
-    "list": cmd_list, "run": cmd_run, "sweep": cmd_sweep, "serve": cmd_serve, "submit": cmd_submit,
-    "jobs": cmd_jobs, "report": cmd_report, "bench": cmd_bench, "eval": cmd_eval, "demo": cmd_demo,
-}  # fmt: skip
+    "list": cmd_list,
+    "run": cmd_run,
+    "sweep": cmd_sweep,
+    "serve": cmd_serve,
+    "submit": cmd_submit,
+    "jobs": cmd_jobs,
+    "report": cmd_report,
+    "bench": cmd_bench,
+    "eval": cmd_eval,
+    "demo": cmd_demo,
+}
 
 
 def _serve_target(argv: list[str]) -> str | None:

@@ -137,11 +137,18 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Conf
     # every port of its own: the job agent's default (52365) is taken by any other Ray on
     # the machine (a user's `rayworks run`), and then no job can be submitted
     cmd = [
-        str(VENV_BIN / "ray"), "start", "--head", f"--port={gcs_port}",
-        "--num-cpus=2", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
+        str(VENV_BIN / "ray"),
+        "start",
+        "--head",
+        f"--port={gcs_port}",
+        "--num-cpus=2",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash_port}",
         f"--dashboard-agent-listen-port={agent_port}",
-        f"--temp-dir={temp}", "--disable-usage-stats", "--include-dashboard=true",
-    ]  # fmt: skip
+        f"--temp-dir={temp}",
+        "--disable-usage-stats",
+        "--include-dashboard=true",
+    ]
     log_path = tmp_path_factory.mktemp("ray-head") / "head.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
@@ -194,8 +201,11 @@ def _cli_env(ray_head: dict, runs_dir: Path) -> dict[str, str]:
 def _run_cli(args: list[str], env: dict[str, str], timeout: float = 600, check: bool = True):
     proc = subprocess.run(
         [sys.executable, "-m", "rayworks", *args],
-        env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(
             f"rayworks {' '.join(args)} exited {proc.returncode}\n"
@@ -271,8 +281,9 @@ TRACES = ["Q: 12+3=\n<think>2+3=5 c0|1+0=1 c0</think>A: 15"] * 30
 def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """`tiny_lm(texts, d_model=32, n_layer=2, n_head=2)` -> a new model folder (seed 0)."""
 
-    def build(texts: list[str] = TRACES, d_model: int = 32, n_layer: int = 2,
-              n_head: int = 2) -> Path:  # fmt: skip
+    def build(
+        texts: list[str] = TRACES, d_model: int = 32, n_layer: int = 2, n_head: int = 2
+    ) -> Path:
         import torch
 
         from rayworks.models import DecoderSpec, TokenizerSpec, decoder_for, train_tokenizer
@@ -305,14 +316,23 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         bpe.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=320, special_tokens=[end], show_progress=False,
+            vocab_size=320,
+            special_tokens=[end],
+            show_progress=False,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        )  # fmt: skip
+        )
         bpe.train_from_iterator(texts, trainer=trainer)
         tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=end, eos_token=end)
         torch.manual_seed(0)
-        config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=2, n_head=2,
-                            bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+        config = GPT2Config(
+            vocab_size=len(tok),
+            n_positions=128,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            bos_token_id=tok.eos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         GPT2LMHeadModel(config).save_pretrained(path)
         tok.save_pretrained(path)
         return path

@@ -29,7 +29,10 @@ def test_loss_type_matches_our_aggregation() -> None:
     assert trl_peer.loss_type(trl_peer.rl_config()) == "dapo"
     assert trl_peer.loss_type(trl_peer.rl_config(["loss.minibatches=2"])) == "bnpo"
     assert trl_peer.loss_type(trl_peer.rl_config(["loss.agg=seq-mean-token-mean"])) == "grpo"
-    assert trl_peer.updates_per_step(trl_peer.rl_config(["loss.minibatches=2", "loss.ppo_epochs=3"])) == 6  # fmt: skip
+    assert (
+        trl_peer.updates_per_step(trl_peer.rl_config(["loss.minibatches=2", "loss.ppo_epochs=3"]))
+        == 6
+    )
 
 
 def test_t_interval_uses_student_t() -> None:
@@ -44,7 +47,11 @@ def test_t_interval_uses_student_t() -> None:
 
 def test_verdict_ours_within_trls_interval_or_above() -> None:
     trl = {"mean": 0.5, "ci95": [0.4, 0.6], "n": 3}
-    assert rl_learning.verdict({"mean": 0.7, "ci95": None, "n": 3}, trl).startswith("yes: ours 0.700 is above")  # fmt: skip
-    assert rl_learning.verdict({"mean": 0.45, "ci95": None, "n": 3}, trl).startswith("yes: ours 0.450 is within")  # fmt: skip
+    assert rl_learning.verdict({"mean": 0.7, "ci95": None, "n": 3}, trl).startswith(
+        "yes: ours 0.700 is above"
+    )
+    assert rl_learning.verdict({"mean": 0.45, "ci95": None, "n": 3}, trl).startswith(
+        "yes: ours 0.450 is within"
+    )
     assert rl_learning.verdict({"mean": 0.3, "ci95": None, "n": 3}, trl).startswith("no")
     assert rl_learning.verdict(None, trl).startswith("n/a")

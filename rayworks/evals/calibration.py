@@ -147,9 +147,10 @@ def sample_completions(
     out: list[list[str]] = []
     for start in range(0, len(prompts), per_batch):
         sampling = SamplingConfig(
-            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
             seed=cfg.sample_seed + start,
-        )  # fmt: skip
+        )
         rollouts = engine.generate(prompts[start : start + per_batch], cfg.samples, sampling)
         for i in range(0, len(rollouts), cfg.samples):
             out.append([r.text for r in rollouts[i : i + cfg.samples]])

@@ -163,20 +163,32 @@ def model_context(model_dir: Path) -> int:
     return int(getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", 2048))
 
 
-def lm_eval_model(cfg: HarnessConfig, url: str, name: str, model_dir: Path,
-                  context: int, max_gen_toks: int) -> tuple[str, dict[str, Any]]:  # fmt: skip
+def lm_eval_model(
+    cfg: HarnessConfig, url: str, name: str, model_dir: Path, context: int, max_gen_toks: int
+) -> tuple[str, dict[str, Any]]:
     """(lm-eval model type, its model_args) for the endpoint at `url`; no secret inside."""
-    common = {"model": name, "max_gen_toks": max_gen_toks, "seed": cfg.seed, "max_retries": 2,
-              "timeout": REQUEST_TIMEOUT_S + 30}  # fmt: skip
+    common = {
+        "model": name,
+        "max_gen_toks": max_gen_toks,
+        "seed": cfg.seed,
+        "max_retries": 2,
+        "timeout": REQUEST_TIMEOUT_S + 30,
+    }
     if cfg.chat:
         return "local-chat-completions", {
-            **common, "base_url": f"{url}/v1/chat/completions", "batch_size": 1,
-        }  # fmt: skip
+            **common,
+            "base_url": f"{url}/v1/chat/completions",
+            "batch_size": 1,
+        }
     return "local-completions", {
-        **common, "base_url": f"{url}/v1/completions", "tokenizer": str(model_dir),
-        "tokenizer_backend": "huggingface", "tokenized_requests": True,
-        "max_length": context, "batch_size": cfg.batch_size,
-    }  # fmt: skip
+        **common,
+        "base_url": f"{url}/v1/completions",
+        "tokenizer": str(model_dir),
+        "tokenizer_backend": "huggingface",
+        "tokenized_requests": True,
+        "max_length": context,
+        "batch_size": cfg.batch_size,
+    }
 
 
 @contextmanager
@@ -196,8 +208,13 @@ def _loopback_without_proxy() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def evaluate_endpoint(cfg: HarnessConfig, tasks: list[dict[str, Any]], url: str, api_key: str,
-                      model: tuple[str, dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def evaluate_endpoint(
+    cfg: HarnessConfig,
+    tasks: list[dict[str, Any]],
+    url: str,
+    api_key: str,
+    model: tuple[str, dict[str, Any]],
+) -> dict[str, Any]:
     """lm-eval's `simple_evaluate` of `tasks` against the endpoint at `url`."""
     import lm_eval
     import requests
@@ -210,12 +227,18 @@ def evaluate_endpoint(cfg: HarnessConfig, tasks: list[dict[str, Any]], url: str,
     try:
         with _loopback_without_proxy():
             results = lm_eval.simple_evaluate(
-                model=lm, tasks=tasks, limit=cfg.limit, num_fewshot=cfg.num_fewshot,
-                apply_chat_template=cfg.chat, bootstrap_iters=cfg.bootstrap_iters,
-                task_manager=TaskManager(include_defaults=False), random_seed=cfg.seed,
-                numpy_random_seed=cfg.seed, torch_random_seed=cfg.seed,
+                model=lm,
+                tasks=tasks,
+                limit=cfg.limit,
+                num_fewshot=cfg.num_fewshot,
+                apply_chat_template=cfg.chat,
+                bootstrap_iters=cfg.bootstrap_iters,
+                task_manager=TaskManager(include_defaults=False),
+                random_seed=cfg.seed,
+                numpy_random_seed=cfg.seed,
+                torch_random_seed=cfg.seed,
                 fewshot_random_seed=cfg.seed,
-            )  # fmt: skip
+            )
     except requests.HTTPError as exc:
         body = exc.response.text[:2000] if exc.response is not None else ""
         raise RayworksError(f"the endpoint refused a request of lm-eval ({exc}): {body}") from None
@@ -283,8 +306,13 @@ def run_harness(
     ctx = RunContext.create(PIPELINE, cfg, runs_dir)
     started, api_key = time.time(), new_api_key()
     name = rw_serve.default_model_name(cfg.checkpoint, model_dir)
-    limits = ServeLimits(max_prompt_tokens=context, max_new_tokens=context, max_stop=16,
-                         max_body_bytes=8 << 20, request_timeout_s=REQUEST_TIMEOUT_S)  # fmt: skip
+    limits = ServeLimits(
+        max_prompt_tokens=context,
+        max_new_tokens=context,
+        max_stop=16,
+        max_body_bytes=8 << 20,
+        request_timeout_s=REQUEST_TIMEOUT_S,
+    )
     summary: dict[str, Any] = {
         "pipeline": PIPELINE,
         "run_id": ctx.run_id,
@@ -292,8 +320,14 @@ def run_harness(
         "model_name": name,
     }
     try:
-        url = rw_serve.serve_model(model_dir, port=_free_port(), api_key=api_key,
-                                   model_name=name, blocking=False, limits=limits)  # fmt: skip
+        url = rw_serve.serve_model(
+            model_dir,
+            port=_free_port(),
+            api_key=api_key,
+            model_name=name,
+            blocking=False,
+            limits=limits,
+        )
         model = lm_eval_model(cfg, url, name, model_dir, context, max_gen_toks)
         results = evaluate_endpoint(cfg, tasks, url, api_key, model)
         summary.update(write_results(ctx, results), model_type=model[0])

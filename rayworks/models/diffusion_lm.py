@@ -85,9 +85,14 @@ def diffusion_logits(
     `key_keep` ([B, cache + T] bool) keeps, cached or new.
     """
     return forward(
-        model, ids, positions, cache=cache, mask="none", key_keep=key_keep,
+        model,
+        ids,
+        positions,
+        cache=cache,
+        mask="none",
+        key_keep=key_keep,
         logits_rows=logits_rows,
-    )  # fmt: skip
+    )
 
 
 def sample_t(batch: int, generator: torch.Generator, stratified: bool = False) -> Tensor:

@@ -29,8 +29,9 @@ class KVDecoder:
     ) -> None:
         width = max(map(len, rows))
         self.model = model
-        self.mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows],
-                                 device=device)  # fmt: skip
+        self.mask = torch.tensor(
+            [[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device
+        )
         self.pos = (self.mask.cumsum(-1) - 1).clamp(min=0)  # each row's positions start at 0
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
         self.cache: Any = None
@@ -38,8 +39,15 @@ class KVDecoder:
 
     @torch.no_grad()
     def _forward(self, ids: torch.Tensor, extra: dict[str, Any]) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=self.pos,
-                         cache=self.cache, use_cache=True, logits_to_keep=1, **extra)  # fmt: skip
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=self.pos,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **extra,
+        )
         self.cache = out.cache
         return out.logits[:, -1]
 

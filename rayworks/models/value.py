@@ -44,8 +44,10 @@ class ValueModel(torch.nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         directory = Path(directory)
         self.lm.save_pretrained(directory)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
-                  str(directory / HEAD_FILE))  # fmt: skip
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
+            str(directory / HEAD_FILE),
+        )
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> ValueModel:

@@ -130,8 +130,12 @@ def pretrained_vit(
     """
     if spec.n_classes != len(classes):
         raise ValueError(f"spec.n_classes={spec.n_classes} but {len(classes)} classes given")
-    settings = [spec.model_dump(mode="json"), train.model_dump(mode="json"),
-                data.model_dump(mode="json"), list(classes)]  # fmt: skip
+    settings = [
+        spec.model_dump(mode="json"),
+        train.model_dump(mode="json"),
+        data.model_dump(mode="json"),
+        list(classes),
+    ]
     folder = cache_root / "vit" / f"vit-{settings_digest(settings)}"
 
     def build() -> None:

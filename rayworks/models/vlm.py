@@ -66,14 +66,21 @@ def build_processor(spec: VLMSpec, tokenizer: Any) -> LlavaProcessor:
 
     size = spec.image_size
     images = CLIPImageProcessor(
-        do_resize=False, do_center_crop=False, size={"shortest_edge": size},
-        crop_size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3,
-    )  # fmt: skip
+        do_resize=False,
+        do_center_crop=False,
+        size={"shortest_edge": size},
+        crop_size={"height": size, "width": size},
+        image_mean=[0.5] * 3,
+        image_std=[0.5] * 3,
+    )
     return LlavaProcessor(
-        image_processor=images, tokenizer=with_image_token(tokenizer),
-        patch_size=spec.patch_size, vision_feature_select_strategy="default",
-        image_token=IMAGE_TOKEN, num_additional_image_tokens=1,
-    )  # fmt: skip
+        image_processor=images,
+        tokenizer=with_image_token(tokenizer),
+        patch_size=spec.patch_size,
+        vision_feature_select_strategy="default",
+        image_token=IMAGE_TOKEN,
+        num_additional_image_tokens=1,
+    )
 
 
 def build_vlm(spec: VLMSpec, tokenizer: Any) -> tuple[PreTrainedModel, LlavaProcessor]:
@@ -90,16 +97,23 @@ def build_vlm(spec: VLMSpec, tokenizer: Any) -> tuple[PreTrainedModel, LlavaProc
     tok = processor.tokenizer
     text = llama_config(spec.text, len(tok), tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
     vision = CLIPVisionConfig(
-        hidden_size=spec.vision_d, intermediate_size=4 * spec.vision_d,
-        num_hidden_layers=spec.vision_layers, num_attention_heads=spec.vision_heads,
-        image_size=spec.image_size, patch_size=spec.patch_size, projection_dim=spec.vision_d,
-    )  # fmt: skip
+        hidden_size=spec.vision_d,
+        intermediate_size=4 * spec.vision_d,
+        num_hidden_layers=spec.vision_layers,
+        num_attention_heads=spec.vision_heads,
+        image_size=spec.image_size,
+        patch_size=spec.patch_size,
+        projection_dim=spec.vision_d,
+    )
     config = LlavaConfig(
-        vision_config=vision, text_config=text,
-        image_token_index=tok.convert_tokens_to_ids(IMAGE_TOKEN), vision_feature_layer=-1,
-        vision_feature_select_strategy="default", projector_hidden_act="gelu",
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tok.convert_tokens_to_ids(IMAGE_TOKEN),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
         tie_word_embeddings=spec.text.tie_embeddings,
-    )  # fmt: skip
+    )
     return LlavaForConditionalGeneration(config), processor
 
 
@@ -132,6 +146,7 @@ def encode_multimodal(
 def pixel_values(processor: Any, images: list[np.ndarray]) -> torch.Tensor:
     """(N, 3, H, W) float pixel values of uint8 (H, W, 3) images."""
     return torch.as_tensor(
-        np.asarray(processor.image_processor(images=list(images), return_tensors="np")
-                   ["pixel_values"]),
-    ).float()  # fmt: skip
+        np.asarray(
+            processor.image_processor(images=list(images), return_tensors="np")["pixel_values"]
+        ),
+    ).float()

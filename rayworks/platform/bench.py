@@ -110,9 +110,10 @@ def plan_arms(
                 f"{', '.join(spec.ablations) or '(none)'}."
             )
     chosen = [
-        label for label in spec.ablations
+        label
+        for label in spec.ablations
         if ablations is True or (not isinstance(ablations, bool) and label in ablations)
-    ]  # fmt: skip
+    ]
     arms = [Arm(name, "method", name)]
     arms += [Arm(b, "baseline", b) for b in spec.baselines] if baselines else []
     if len(arms) == 1 and not chosen:
@@ -150,9 +151,12 @@ def _runs_root(out_dir: Path, arm: Arm) -> Path:
 
 
 def execute(
-    plan: Sequence[PlannedRun], out_dir: Path, title: str, console: Console | None = None,
+    plan: Sequence[PlannedRun],
+    out_dir: Path,
+    title: str,
+    console: Console | None = None,
     record: provenance.Provenance | None = None,
-) -> list[Outcome]:  # fmt: skip
+) -> list[Outcome]:
     """Run the plan on Ray, only as many at once as the cluster's CPUs hold.
 
     Queued Train worker groups would otherwise time out and retry, and idle drivers would
@@ -235,8 +239,12 @@ def bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     record = provenance.collect(address=address)
     provenance.write(out_dir, record)
-    knobs = {"seeds": seeds, "preset": preset, "arms": [a.name for a in arms],
-             "overrides": provenance.redact_argv(overrides)}  # fmt: skip
+    knobs = {
+        "seeds": seeds,
+        "preset": preset,
+        "arms": [a.name for a in arms],
+        "overrides": provenance.redact_argv(overrides),
+    }
     parent = tracker.start_parent(out_dir, kind="bench", pipeline=name, params=knobs)
     todo = [run for i, run in enumerate(plan) if i not in kept]
     try:
@@ -254,14 +262,18 @@ def bench(
 
 
 def _track(
-    tracker: Tracker, parent: str | None, out_dir: Path, outcomes: Sequence[Outcome],
+    tracker: Tracker,
+    parent: str | None,
+    out_dir: Path,
+    outcomes: Sequence[Outcome],
     data: dict[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     """Each (arm, seed) run as a child of the bench's run, then the bench's means."""
     for o in outcomes:
         tags = {"rayworks.arm": o.arm, "rayworks.seed": str(o.seed)}
-        tracker.log_run(o.metrics_path.parent, parent=parent, name=f"{o.arm} seed {o.seed}",
-                        tags=tags)  # fmt: skip
+        tracker.log_run(
+            o.metrics_path.parent, parent=parent, name=f"{o.arm} seed {o.seed}", tags=tags
+        )
     means = {f"mean/{row['name']}": row["mean"] for row in data["arms"]}
     ratio = {"ratio": data["ratio"]} if isinstance(data.get("ratio"), float) else {}
     tracker.end_parent(parent, out_dir, "completed", {**means, **ratio})
@@ -373,9 +385,17 @@ def summarize_outcomes(
         seeds[o.arm].append(o.seed)
     failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
     data = summarize(
-        spec.name, key, mode, [(a.name, a.role) for a in arms],
-        {arm: by_key[key] for arm, by_key in found.items()}, command, failures,
-        report=spec.report, secondary=found, curves=curves(key, paths), seeds=seeds,
-    )  # fmt: skip
+        spec.name,
+        key,
+        mode,
+        [(a.name, a.role) for a in arms],
+        {arm: by_key[key] for arm, by_key in found.items()},
+        command,
+        failures,
+        report=spec.report,
+        secondary=found,
+        curves=curves(key, paths),
+        seeds=seeds,
+    )
     data["extra_curves"] = {k: curves(k, paths) for k in spec.curves}
     return data

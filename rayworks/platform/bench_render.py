@@ -42,8 +42,14 @@ def to_markdown(data: dict[str, Any]) -> str:
     base_means = {r["name"]: r["mean"] for r in data["arms"] if r["role"] == "baseline"}
     for row in data["arms"]:
         lo, hi = row["ci95"]
-        cells = [row["name"], row["role"], fmt(row["mean"]), f"[{fmt(lo)}, {fmt(hi)}]",
-                 str(len(row["values"])), _ratios(row, base_means)]  # fmt: skip
+        cells = [
+            row["name"],
+            row["role"],
+            fmt(row["mean"]),
+            f"[{fmt(lo)}, {fmt(hi)}]",
+            str(len(row["values"])),
+            _ratios(row, base_means),
+        ]
         cells += [_ci(row["paired"]) if "paired" in row else "-"] if paired else []
         cells += [_ci(row["secondary"][k]) for k in report]
         lines.append(_md_row(cells))
@@ -73,8 +79,12 @@ def curve_markdown(key: str, curves: Mapping[str, Mapping[str, Stat]]) -> str:
     """
     arms = list(curves)
     steps = sorted({int(s) for c in curves.values() for s in c})
-    lines = [f"**{key} vs step** (mean [95% CI] (n seeds))", "", _md_row(["step", *arms]),
-             _md_row(["---"] * (len(arms) + 1))]  # fmt: skip
+    lines = [
+        f"**{key} vs step** (mean [95% CI] (n seeds))",
+        "",
+        _md_row(["step", *arms]),
+        _md_row(["---"] * (len(arms) + 1)),
+    ]
     for step in steps:
         cells = [str(step)]
         for arm in arms:
@@ -151,9 +161,11 @@ def plot(path: Path, data: dict[str, Any]) -> None:
 
 
 def plot_curves(
-    path: Path, data: dict[str, Any], key: str | None = None,
+    path: Path,
+    data: dict[str, Any],
+    key: str | None = None,
     arm_curves: Mapping[str, Mapping[str, Stat]] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """A metric vs step (default: the headline): a line per arm (mean over seeds) in a
     shaded 95% CI band."""
     from matplotlib.figure import Figure

@@ -41,12 +41,19 @@ def stat(values: list[float]) -> Stat:
 
 
 def summarize(
-    name: str, key: str, mode: str, arms: Sequence[tuple[str, str]],
-    values: Mapping[str, list[float]], command: str, failures: list[str], *,
-    report: Sequence[str] = (), secondary: Mapping[str, Mapping[str, list[float]]] | None = None,
+    name: str,
+    key: str,
+    mode: str,
+    arms: Sequence[tuple[str, str]],
+    values: Mapping[str, list[float]],
+    command: str,
+    failures: list[str],
+    *,
+    report: Sequence[str] = (),
+    secondary: Mapping[str, Mapping[str, list[float]]] | None = None,
     curves: Mapping[str, Mapping[str, Stat]] | None = None,
     seeds: Mapping[str, list[int]] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """bench.json's content: per-arm headline and `report` statistics, ratio and curves.
 
     `arms` is (name, role) in table order, the method first; `secondary[arm][k]` holds the
@@ -60,18 +67,29 @@ def summarize(
     for arm, role in arms:
         extra = (secondary or {}).get(arm, {})
         rows.append(
-            {"name": arm, "role": role, **stat(list(values[arm])),
-             "secondary": {k: stat(list(extra.get(k, []))) for k in report}}
-        )  # fmt: skip
+            {
+                "name": arm,
+                "role": role,
+                **stat(list(values[arm])),
+                "secondary": {k: stat(list(extra.get(k, []))) for k in report},
+            }
+        )
         if seeds is not None and arm != method:
             mine = dict(zip(seeds[arm], values[arm], strict=True))
             theirs = dict(zip(seeds[method], values[method], strict=True))
             rows[-1]["paired"] = stat([mine[s] - theirs[s] for s in sorted(mine) if s in theirs])
     base = next((r for r in rows if r["role"] == "baseline"), None)
     ratio = rows[0]["mean"] / base["mean"] if base and base["mean"] not in (0, None) else None
-    return {"pipeline": name, "headline": [key, mode], "report": list(report),
-            "command": command, "arms": rows, "ratio": ratio, "failures": failures,
-            "curves": {a: dict(curves[a]) for a, _ in arms if curves and a in curves}}  # fmt: skip
+    return {
+        "pipeline": name,
+        "headline": [key, mode],
+        "report": list(report),
+        "command": command,
+        "arms": rows,
+        "ratio": ratio,
+        "failures": failures,
+        "curves": {a: dict(curves[a]) for a, _ in arms if curves and a in curves},
+    }
 
 
 def read_metric(path: Path, key: str) -> dict[int, float]:

@@ -40,6 +40,10 @@ def chat_prompt_ids(tok: Any, messages: Sequence[ChatMessage]) -> list[int]:
     try:
         text = tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
     except TemplateError as err:
-        raise APIError(400, f"the model's chat template refused these messages: {err}",
-                       param="messages", code="invalid_messages") from None  # fmt: skip
+        raise APIError(
+            400,
+            f"the model's chat template refused these messages: {err}",
+            param="messages",
+            code="invalid_messages",
+        ) from None
     return tok(text, add_special_tokens=False).input_ids

@@ -41,11 +41,12 @@ class LocalProfile(Config):
     dashboard_port: int = Field(8265, ge=1, le=65535, description="dashboard port")
     auth_mode: str = Field("token", pattern="^(token|disabled)$", description="Ray auth mode")
     idle_workers: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="idle worker processes Ray keeps instead of killing them (its "
         "num_workers_soft_limit; None: 2 per CPU + 2). Ray's default, one per CPU, kills the "
         "workers a stage warmed while actors hold the CPUs, and the next stage starts cold",
-    )  # fmt: skip
+    )
 
 
 def load_profile(path: str | Path | None = None) -> LocalProfile:

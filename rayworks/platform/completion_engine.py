@@ -68,8 +68,9 @@ def tokenize(tok: Any, prompt: str, index: int) -> list[int]:
     return ids
 
 
-def check_context(ids: list[int], index: int, context: int, room: int = 1,
-                  param: str = "prompt") -> None:  # fmt: skip
+def check_context(
+    ids: list[int], index: int, context: int, room: int = 1, param: str = "prompt"
+) -> None:
     """400 if the prompt plus `room` generated tokens does not fit the model's context."""
     if len(ids) + room > context:
         need = ", leaving no room for a completion" if room else ""
@@ -126,8 +127,11 @@ class Generation:
 
     def usage(self) -> dict[str, Any]:
         prompt, completion = sum(map(len, self.prompts)), sum(r.n_tokens for r in self.rows)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}  # fmt: skip
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         return {**usage, **{key: value() for key, value in self.extra.items()}}
 
 
@@ -136,8 +140,9 @@ class Sampler:
     logprobs (`logprobs.step_logprobs`) in `last`. One sampler serves the plain loop and
     the KV-policy loop alike, so both report logprobs the same way."""
 
-    def __init__(self, temperature: float, top_p: float, gen: torch.Generator,
-                 top_k: int | None) -> None:  # fmt: skip
+    def __init__(
+        self, temperature: float, top_p: float, gen: torch.Generator, top_k: int | None
+    ) -> None:
         self.temperature, self.top_p, self.gen, self.top_k = temperature, top_p, gen, top_k
         self.last: list[TokenLogprob] | None = None
 
@@ -195,16 +200,21 @@ class CompletionEngine:
         """Token ids per string prompt, checked as `check_prompts` does."""
         return self.check_prompts([tokenize(self.tok, p, i) for i, p in enumerate(prompts)])
 
-    def check_prompts(self, rows: list[list[int]], room: int = 1,
-                      param: str = "prompt") -> list[list[int]]:  # fmt: skip
+    def check_prompts(
+        self, rows: list[list[int]], room: int = 1, param: str = "prompt"
+    ) -> list[list[int]]:
         """`rows` if every prompt's ids are in the vocabulary, fit the context with `room`
         tokens to generate and are within `--max-prompt-tokens`; else 400 naming `param`."""
         for i, ids in enumerate(rows):
             if not ids:
                 raise APIError(400, f"prompt {i} renders to no tokens", param=param)
             if max(ids) >= self.vocab:
-                raise APIError(400, f"prompt {i} has token id {max(ids)}, outside the "
-                               f"vocabulary (ids 0..{self.vocab - 1})", param=param)  # fmt: skip
+                raise APIError(
+                    400,
+                    f"prompt {i} has token id {max(ids)}, outside the "
+                    f"vocabulary (ids 0..{self.vocab - 1})",
+                    param=param,
+                )
             check_context(ids, i, self.context, room, param)
         check_prompt_tokens(self.limits, rows, param)
         return rows
@@ -217,13 +227,16 @@ class CompletionEngine:
             return self.check_prompts([ids], room, "messages"), [""]
         prompt = req.prompt
         prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
-        rows = [p if isinstance(p, list) else tokenize(self.tok, p, i)
-                for i, p in enumerate(prompts)]  # fmt: skip
+        rows = [
+            p if isinstance(p, list) else tokenize(self.tok, p, i) for i, p in enumerate(prompts)
+        ]
         self.check_prompts(rows, room)
         if not req.echo:
             return rows, [""] * len(rows)
-        return rows, [p if isinstance(p, str) else self.tok.decode(p, skip_special_tokens=True)
-                      for p in prompts]  # fmt: skip
+        return rows, [
+            p if isinstance(p, str) else self.tok.decode(p, skip_special_tokens=True)
+            for p in prompts
+        ]
 
     def check_request(self, req: Request) -> None:
         """404 for another model; 400 for an unsupported value or one over a limit (naming
@@ -259,8 +272,9 @@ class CompletionEngine:
         next step ends the generation with a 499."""
         start = time.monotonic()
         self.check_request(req)
-        policy, budget = kv_serving.resolve(self.kv, req.kv_policy, req.kv_budget, self.draft,
-                                            self.model)  # fmt: skip
+        policy, budget = kv_serving.resolve(
+            self.kv, req.kv_policy, req.kv_budget, self.draft, self.model
+        )
         cap = req.token_cap()[0]
         cap = self.limits.max_new_tokens if cap is None else cap
         top_k = req.top_k()[0]
@@ -270,8 +284,10 @@ class CompletionEngine:
                 400, f"prompts x n = {len(prompts) * req.n} exceeds {MAX_ROWS}", param="n"
             )
         batch = [ids for ids in prompts for _ in range(req.n)]
-        rows = [TextRow(self.tok, self.eos, req.stops(), min(cap, self.context - len(ids)))
-                for ids in batch]  # fmt: skip
+        rows = [
+            TextRow(self.tok, self.eos, req.stops(), min(cap, self.context - len(ids)))
+            for ids in batch
+        ]
         scored = None
         if isinstance(req, CompletionRequest) and req.echo and top_k is not None:
             scored = [prompt_logprobs(self.model, ids, top_k) for ids in prompts]
@@ -294,12 +310,26 @@ class CompletionEngine:
         if budget is None:
             return self.steps(batch, sampler), {}
         stats: list[dict[str, float]] = []
-        steps = kv_serving.compressed_steps(self.model, self.draft, batch, policy, budget,
-                                            min(cap, self.kv.lookahead), sampler, stats)  # fmt: skip
+        steps = kv_serving.compressed_steps(
+            self.model,
+            self.draft,
+            batch,
+            policy,
+            budget,
+            min(cap, self.kv.lookahead),
+            sampler,
+            stats,
+        )
         return steps, {"kv_cache": lambda: kv_serving.usage(policy, budget, stats)}
 
-    def _events(self, steps: Iterator[list[int]], rows: list[TextRow], sampler: Sampler,
-                start: float, cancel: threading.Event) -> Iterator[list[Event]]:  # fmt: skip
+    def _events(
+        self,
+        steps: Iterator[list[int]],
+        rows: list[TextRow],
+        sampler: Sampler,
+        start: float,
+        cancel: threading.Event,
+    ) -> Iterator[list[Event]]:
         """Per step, the choices' new text and logprobs; 408 once the request's time is up,
         499 once `cancel` is set. The loop counts as running from its first step to its
         end, however it ends (finished, failed, cancelled, or closed by its stream)."""

@@ -24,9 +24,13 @@ def demo_line(spec: PipelineSpec, run_dir: Path) -> str:
 
 
 def demo(
-    runs_dir: str | Path | None = None, address: str | None = None, seeds: int = 1,
-    only: list[str] | None = None, console: Console | None = None, ablations: bool = False,
-) -> Path:  # fmt: skip
+    runs_dir: str | Path | None = None,
+    address: str | None = None,
+    seeds: int = 1,
+    only: list[str] | None = None,
+    console: Console | None = None,
+    ablations: bool = False,
+) -> Path:
     """Bench every method (pipelines that declare a baseline) on its smoke preset, run every
     pipeline with a `demo` preset once with it; one report.
 
@@ -44,15 +48,27 @@ def demo(
     paths: list[Path] = []
     for name in chosen:
         flag = "" if ablations else " --no-ablations"
-        result = bench(name, seeds=seeds, preset="smoke", runs_dir=root, address=address,
-                       command=f"rayworks bench {name} --seeds {seeds} --preset smoke{flag}",
-                       console=console, ablations=ablations)  # fmt: skip
+        result = bench(
+            name,
+            seeds=seeds,
+            preset="smoke",
+            runs_dir=root,
+            address=address,
+            command=f"rayworks bench {name} --seeds {seeds} --preset smoke{flag}",
+            console=console,
+            ablations=ablations,
+        )
         (console or Console()).print(result.markdown, markup=False)
         paths += [result.out_dir, result.out_dir / "runs"]
     for spec in all_pipelines():
         if "demo" in spec.config.presets and (not only or spec.name in only):
-            done = launch_run(spec.name, preset="demo", runs_dir=root / "learning",
-                              address=address, progress=False)  # fmt: skip
+            done = launch_run(
+                spec.name,
+                preset="demo",
+                runs_dir=root / "learning",
+                address=address,
+                progress=False,
+            )
             (console or Console()).print(demo_line(spec, done.run_dir), markup=False)
             paths.append(done.run_dir)
     return render_report(

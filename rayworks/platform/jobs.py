@@ -59,8 +59,9 @@ def local_dashboards() -> list[LocalDashboard]:
         flags = _flags(cmdline)
         try:
             port = int(flags.get("port", ""))
-            listening = {c.laddr.port for c in proc.net_connections("inet")
-                         if c.status == psutil.CONN_LISTEN}  # fmt: skip
+            listening = {
+                c.laddr.port for c in proc.net_connections("inet") if c.status == psutil.CONN_LISTEN
+            }
         except (ValueError, psutil.Error):
             continue
         if port in listening:
@@ -80,8 +81,11 @@ def dashboard_address(
     dashboards it raises, so the token never goes to whatever else listens on :8265. A bare
     `host:port` gets `http://`."""
     ray_address = os.environ.get("RAY_ADDRESS", "")
-    address = address or os.environ.get("RAY_API_SERVER_ADDRESS") or (
-        ray_address if ray_address.startswith(("http://", "https://")) else None)  # fmt: skip
+    address = (
+        address
+        or os.environ.get("RAY_API_SERVER_ADDRESS")
+        or (ray_address if ray_address.startswith(("http://", "https://")) else None)
+    )
     if not address:
         running = discover()
         if ray_address and ray_address != "auto":

@@ -122,9 +122,10 @@ def resolve(
         return policy, None
     if needs_draft(policy) and draft is None:
         raise APIError(
-            400, f"kv_policy {policy!r} needs a draft model; this server has none (--draft)",
+            400,
+            f"kv_policy {policy!r} needs a draft model; this server has none (--draft)",
             param="kv_policy",
-        )  # fmt: skip
+        )
     if budget is None:
         raise APIError(
             400, f"kv_policy {policy!r} needs kv_budget (entries per head)", param="kv_budget"

@@ -40,8 +40,10 @@ def step_logprobs(logits: torch.Tensor, chosen: torch.Tensor, k: int) -> list[To
     picked = lp.gather(-1, chosen[:, None]).squeeze(-1).tolist()  # (B,)
     if k > 0:
         values, ids = lp.topk(min(k, lp.shape[-1]), dim=-1)  # (B, k), sorted
-        tops = [tuple(zip(i, v, strict=True)) for i, v in zip(ids.tolist(), values.tolist(),
-                                                                strict=True)]  # fmt: skip
+        tops = [
+            tuple(zip(i, v, strict=True))
+            for i, v in zip(ids.tolist(), values.tolist(), strict=True)
+        ]
     else:
         tops = [()] * len(picked)
     return [

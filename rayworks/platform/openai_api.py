@@ -54,8 +54,10 @@ def validation_error(exc: RequestValidationError) -> APIError:
         return APIError(400, message, code="invalid_json")
     field = ".".join(loc) or "body"
     if first.get("type") == "extra_forbidden":
-        message = (f"field '{field}' is not supported by this server (docs/serving.md lists "
-                   "the fields it honours); omit it")  # fmt: skip
+        message = (
+            f"field '{field}' is not supported by this server (docs/serving.md lists "
+            "the fields it honours); omit it"
+        )
         return APIError(400, message, param=field, code="unsupported_field")
     value = json.dumps(first.get("input"), default=str)[:200]
     message = f"invalid value for '{field}': {value} ({first.get('msg', 'invalid')})"

@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 
 def header(kind: str, model: str) -> dict[str, Any]:
     prefix = "chatcmpl" if kind.startswith("chat") else "cmpl"
-    return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind,
-            "created": int(time.time()), "model": model}  # fmt: skip
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+    }
 
 
 def stream_error(err: Exception) -> dict[str, Any]:
@@ -36,8 +40,15 @@ def stream_error(err: Exception) -> dict[str, Any]:
     if isinstance(err, APIError):
         return {"error": {**err.body, "status": err.status}}
     message = f"generation failed: {type(err).__name__}: {str(err)[-300:]}"
-    return {"error": {"message": message, "type": "server_error", "param": None,
-                      "code": "internal_error", "status": 500}}  # fmt: skip
+    return {
+        "error": {
+            "message": message,
+            "type": "server_error",
+            "param": None,
+            "code": "internal_error",
+            "status": 500,
+        }
+    }
 
 
 def sse(
@@ -65,8 +76,9 @@ def echoed(gen: Generation, req: CompletionRequest, choice: int) -> list[TokenLo
     return scored[gen.prompt_of(choice)] if scored is not None and req.echo else []
 
 
-def completion_body(gen: Generation, req: CompletionRequest, model: str,
-                    text_of: TextOf) -> dict[str, Any]:  # fmt: skip
+def completion_body(
+    gen: Generation, req: CompletionRequest, model: str, text_of: TextOf
+) -> dict[str, Any]:
     """The whole `text_completion`: per choice the echo (if asked) plus the text."""
     choices = []
     for i, row in enumerate(gen.rows):
@@ -74,13 +86,15 @@ def completion_body(gen: Generation, req: CompletionRequest, model: str,
         if req.logprobs is not None:
             logprobs = completion_logprobs([*echoed(gen, req, i), *row.logprobs], text_of)
         text = gen.echoes[gen.prompt_of(i)] + row.text
-        choices.append({"index": i, "text": text, "finish_reason": row.finish,
-                        "logprobs": logprobs})  # fmt: skip
+        choices.append(
+            {"index": i, "text": text, "finish_reason": row.finish, "logprobs": logprobs}
+        )
     return {**header("text_completion", model), "choices": choices, "usage": gen.usage()}
 
 
-def completion_chunks(gen: Generation, req: CompletionRequest, model: str,
-                      text_of: TextOf) -> Iterator[str]:  # fmt: skip
+def completion_chunks(
+    gen: Generation, req: CompletionRequest, model: str, text_of: TextOf
+) -> Iterator[str]:
     """The `text_completion` stream: the echo first (with its prompt logprobs), then each
     step's new text with the logprobs of the tokens it releases."""
     offsets = [0] * len(gen.rows)  # text_offset continues across a choice's chunks
@@ -92,8 +106,14 @@ def completion_chunks(gen: Generation, req: CompletionRequest, model: str,
             offsets[index] += sum(map(len, logprobs["tokens"]))
         return {"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs}
 
-    first = [choice(i, gen.echoes[gen.prompt_of(i)], row.finish, echoed(gen, req, i))
-             for i, row in enumerate(gen.rows)] if req.echo else []  # fmt: skip
+    first = (
+        [
+            choice(i, gen.echoes[gen.prompt_of(i)], row.finish, echoed(gen, req, i))
+            for i, row in enumerate(gen.rows)
+        ]
+        if req.echo
+        else []
+    )
     steps = ([choice(*event) for event in batch] for batch in gen.events)
     head = header("text_completion", model)
     return sse(head, itertools.chain([first], steps), gen, req.include_usage())
@@ -102,26 +122,39 @@ def completion_chunks(gen: Generation, req: CompletionRequest, model: str,
 def chat_body(gen: Generation, req: ChatRequest, model: str, text_of: TextOf) -> dict[str, Any]:
     """The whole `chat.completion`: one assistant message per choice."""
     choices = [
-        {"index": i, "message": {"role": "assistant", "content": row.text},
-         "logprobs": chat_logprobs(row.logprobs, text_of) if req.logprobs else None,
-         "finish_reason": row.finish}
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": row.text},
+            "logprobs": chat_logprobs(row.logprobs, text_of) if req.logprobs else None,
+            "finish_reason": row.finish,
+        }
         for i, row in enumerate(gen.rows)
-    ]  # fmt: skip
+    ]
     return {**header("chat.completion", model), "choices": choices, "usage": gen.usage()}
 
 
-def chat_chunks(gen: Generation, req: ChatRequest, model: str,
-                text_of: TextOf) -> Iterator[str]:  # fmt: skip
+def chat_chunks(gen: Generation, req: ChatRequest, model: str, text_of: TextOf) -> Iterator[str]:
     """The `chat.completion.chunk` stream: `delta.role` first, then content deltas."""
 
     def choice(event: Event) -> dict[str, Any]:
         logprobs = chat_logprobs(event.logprobs, text_of) if req.logprobs else None
         delta = {"content": event.text} if event.text else {}
-        return {"index": event.index, "delta": delta, "logprobs": logprobs,
-                "finish_reason": event.finish}  # fmt: skip
+        return {
+            "index": event.index,
+            "delta": delta,
+            "logprobs": logprobs,
+            "finish_reason": event.finish,
+        }
 
-    first = [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-              "finish_reason": None} for i in range(len(gen.rows))]  # fmt: skip
+    first = [
+        {
+            "index": i,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+        }
+        for i in range(len(gen.rows))
+    ]
     steps = ([choice(event) for event in batch] for batch in gen.events)
     head = header("chat.completion.chunk", model)
     return sse(head, itertools.chain([first], steps), gen, req.include_usage())

@@ -27,8 +27,13 @@ class APIError(Exception):
         """`fields`: OpenAI's `type` (default invalid_request_error), `param`, `code`."""
         super().__init__(message)
         self.status = status
-        self.body = {"message": message, "type": "invalid_request_error", "param": None,
-                     "code": None, **fields}  # fmt: skip
+        self.body = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+            **fields,
+        }
 
 
 def unsupported(param: str, message: str) -> APIError:
@@ -94,16 +99,20 @@ class SamplingFields(Body):
         return [
             ("n", self.n, "max_n", "n"),
             ("the number of stop strings", len(stop), "max_stop", "stop"),
-            *[(f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
-              for i, s in enumerate(stop)],
-        ]  # fmt: skip
+            *[
+                (f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
+                for i, s in enumerate(stop)
+            ],
+        ]
 
 
 def cap_and_k(cap: tuple[int | None, str], k: tuple[int | None, str]) -> list:
     """The measures of the tokens to generate and of the top logprobs, when asked for."""
-    return [(param, value, limit, param)
-            for (value, param), limit in ((cap, "max_new_tokens"), (k, "max_logprobs"))
-            if value is not None]  # fmt: skip
+    return [
+        (param, value, limit, param)
+        for (value, param), limit in ((cap, "max_new_tokens"), (k, "max_logprobs"))
+        if value is not None
+    ]
 
 
 def check_prompt_shape(value: Any) -> Any:
@@ -155,13 +164,17 @@ class CompletionRequest(SamplingFields):
     def check_supported(self) -> None:
         super().check_supported()
         if self.best_of is not None and self.best_of != self.n:
-            raise unsupported("best_of", "ranking best_of candidates is not implemented; "
-                              "send best_of equal to n or omit it")  # fmt: skip
+            raise unsupported(
+                "best_of",
+                "ranking best_of candidates is not implemented; send best_of equal to n or omit it",
+            )
         if self.suffix:
             raise unsupported("suffix", "insertion (suffix) is not implemented here")
         if self.max_tokens == 0 and not self.echo:
-            raise unsupported("max_tokens", "0 generates nothing: it is only meaningful with "
-                              "echo=true (scoring the prompt)")  # fmt: skip
+            raise unsupported(
+                "max_tokens",
+                "0 generates nothing: it is only meaningful with echo=true (scoring the prompt)",
+            )
 
 
 def text_parts(value: Any) -> Any:
@@ -173,8 +186,10 @@ def text_parts(value: Any) -> Any:
     for j, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else type(part).__name__
         if kind != "text" or set(part) != {"type", "text"} or not isinstance(part["text"], str):
-            raise ValueError(f"content part {j} (type {kind!r}) is not supported; only "
-                             "{'type': 'text', 'text': ...} parts are")  # fmt: skip
+            raise ValueError(
+                f"content part {j} (type {kind!r}) is not supported; only "
+                "{'type': 'text', 'text': ...} parts are"
+            )
         texts.append(part["text"])
     return "\n".join(texts)
 

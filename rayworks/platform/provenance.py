@@ -45,9 +45,20 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the `rayworks` package's so
 GIT_TIMEOUT_S = 5.0
 # distribution names; a tuple lists alternatives (the first one installed is reported)
 PACKAGES: tuple[str | tuple[str, ...], ...] = (
-    "rayworks", "ray", "torch", "transformers", "tokenizers", "pyarrow", "numpy", "pydantic",
-    "vllm", "deepspeed", "datatrove", ("lm_eval", "lm-eval"), ("mlflow", "mlflow-skinny"),
-)  # fmt: skip
+    "rayworks",
+    "ray",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "pyarrow",
+    "numpy",
+    "pydantic",
+    "vllm",
+    "deepspeed",
+    "datatrove",
+    ("lm_eval", "lm-eval"),
+    ("mlflow", "mlflow-skinny"),
+)
 REDACTED = "<redacted>"
 # a word of a key that marks its value as a secret (keys split at '.', '_' and '-') ...
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd"})
@@ -141,9 +152,14 @@ def _git(args: Sequence[str], cwd: Path) -> str | None:
     env["GIT_OPTIONAL_LOCKS"] = "0"  # `status` must not take index.lock in a shared tree
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
-            timeout=GIT_TIMEOUT_S, check=True,
-        )  # fmt: skip
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):  # no git, not a repo, too slow
         return None
     return done.stdout
@@ -157,8 +173,9 @@ def git_state(source_dir: Path = PACKAGE_DIR) -> GitState | None:
     head = _git(["rev-parse", "--verify", "--quiet", "HEAD"], source_dir)
     status = _git(["status", "--porcelain", "--", ":/"], source_dir)
     changed = [line for line in (status or "").splitlines() if line.strip()]
-    return GitState(commit=head.strip() if head else None, dirty=bool(changed),
-                    changed_files=len(changed))  # fmt: skip
+    return GitState(
+        commit=head.strip() if head else None, dirty=bool(changed), changed_files=len(changed)
+    )
 
 
 def _version(names: str | tuple[str, ...]) -> tuple[str, str] | None:

@@ -122,8 +122,13 @@ def arm_config(base: type[PipelineConfig], name: str, arm: Arm) -> type[Pipeline
         info = copy.copy(base.model_fields[key])
         info.default, info.default_factory = value, None
         fields[key] = (info.annotation, info)
-    cls = create_model(f"{base.__name__}_{name}", __base__=base, __doc__=arm.description,
-                       __module__=base.__module__, **fields)  # fmt: skip
+    cls = create_model(
+        f"{base.__name__}_{name}",
+        __base__=base,
+        __doc__=arm.description,
+        __module__=base.__module__,
+        **fields,
+    )
     try:
         cls.model_validate(arm.defaults)  # defaults are not validated unless given as input
     except ValidationError as exc:
@@ -167,11 +172,17 @@ def pipeline(
             if arm_name in PIPELINES and PIPELINES[arm_name].fn is not fn:
                 raise ValueError(f"pipeline {arm_name!r} is registered twice")
             PIPELINES[arm_name] = PipelineSpec(
-                name=arm_name, fn=fn, config=arm_config(config, arm_name, arm), kind=kind,
-                baselines=(), headline=headline, description=arm.description,
-                resources=dict(resources or {"CPU": 1}), report=report_keys,
+                name=arm_name,
+                fn=fn,
+                config=arm_config(config, arm_name, arm),
+                kind=kind,
+                baselines=(),
+                headline=headline,
+                description=arm.description,
+                resources=dict(resources or {"CPU": 1}),
+                report=report_keys,
                 curves=_as_tuple(curves),
-            )  # fmt: skip
+            )
         PIPELINES[name] = PipelineSpec(
             name=name,
             fn=fn,

@@ -177,9 +177,12 @@ class HFEngine:
     """A transformers causal LM sampled by a batched KV-cache loop (CPU by default)."""
 
     def __init__(
-        self, model_dir: str | Path, device: str = "cpu", threads: int = 1,
+        self,
+        model_dir: str | Path,
+        device: str = "cpu",
+        threads: int = 1,
         chat_template: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         torch.set_num_threads(threads)  # 2 torch threads on 2 busy cores stall (80 ms -> seconds)
         self.device = torch.device(device)
         self.model = load_causal_lm(model_dir).to(self.device).eval()
@@ -250,8 +253,9 @@ class HFEngine:
             done = k < tokens.shape[1] or bool(torch.isin(tokens[row, k - 1], self.eos))
             completion = tokens[row, :k].tolist()
             text = self.tok.decode(completion, skip_special_tokens=True)
-            out.append(Rollout(row // n, ids, completion, logprobs[row, :k].tolist(),
-                               text, done, version))  # fmt: skip
+            out.append(
+                Rollout(row // n, ids, completion, logprobs[row, :k].tolist(), text, done, version)
+            )
         return out
 
     @torch.no_grad()
@@ -307,9 +311,13 @@ def make_engine_group(
     import ray
 
     res = dict(resources or {"CPU": 1})
-    options = {"num_cpus": res.pop("CPU", 1), "num_gpus": res.pop("GPU", 0), "resources": res,
-               # reserve their own resources, outside a Tune trial's placement group
-               "scheduling_strategy": "DEFAULT"}  # fmt: skip
+    options = {
+        "num_cpus": res.pop("CPU", 1),
+        "num_gpus": res.pop("GPU", 0),
+        "resources": res,
+        # reserve their own resources, outside a Tune trial's placement group
+        "scheduling_strategy": "DEFAULT",
+    }
     actor = ray.remote(get_engine(name)).options(**options)
     return [actor.remote(str(model_dir), **engine_kwargs) for _ in range(num_engines)]
 

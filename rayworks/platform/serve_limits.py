@@ -78,16 +78,21 @@ def check_prompt_tokens(limits: ServeLimits, rows: list[list[int]], param: str =
     """400 naming `--max-prompt-tokens` for the first prompt (token ids) longer than it."""
     for i, ids in enumerate(rows):
         if len(ids) > limits.max_prompt_tokens:
-            message = over_limit(f"prompt {i}'s length in tokens", len(ids),
-                                 "max_prompt_tokens", limits.max_prompt_tokens)  # fmt: skip
+            message = over_limit(
+                f"prompt {i}'s length in tokens",
+                len(ids),
+                "max_prompt_tokens",
+                limits.max_prompt_tokens,
+            )
             raise APIError(400, message, param=param, code="prompt_too_long")
 
 
 def timeout_error(limits: ServeLimits) -> APIError:
     """The 408 of a request past `--request-timeout`."""
     limit = f"{limits.request_timeout_s:g}"
-    message = over_limit("the request's time in seconds", f"at least {limit}",
-                         "request_timeout_s", limit)  # fmt: skip
+    message = over_limit(
+        "the request's time in seconds", f"at least {limit}", "request_timeout_s", limit
+    )
     return APIError(408, message, type="timeout_error", code="request_timeout")
 
 

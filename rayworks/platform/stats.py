@@ -36,8 +36,9 @@ def mean_ci(values: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
 def paired_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """(mean of a - b, 95% low, high) over paired samples; one pair has an infinite one."""
     if len(a) != len(b) or not len(a):
-        raise ValueError(f"paired_ci needs two equally long, non-empty lists (got {len(a)}, "
-                         f"{len(b)})")  # fmt: skip
+        raise ValueError(
+            f"paired_ci needs two equally long, non-empty lists (got {len(a)}, {len(b)})"
+        )
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     mean = float(d.mean())
     if len(d) < 2:

@@ -34,16 +34,21 @@ class Column:
 def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[Column | str]) -> str:
     """A markdown table of `columns` (a bare string is `Column(key)`) over `rows`."""
     cols = [c if isinstance(c, Column) else Column(c) for c in columns]
-    lines = ["| " + " | ".join(c.header or c.key for c in cols) + " |",
-             "|" + "|".join("---" for _ in cols) + "|"]  # fmt: skip
+    lines = [
+        "| " + " | ".join(c.header or c.key for c in cols) + " |",
+        "|" + "|".join("---" for _ in cols) + "|",
+    ]
     lines += ["| " + " | ".join(cell(r.get(c.key), c.spec) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def write_table(
-    folder: Path, rows: Sequence[dict[str, Any]], columns: Sequence[Column | str],
-    name: str = "table", title: str = "",
-) -> Path:  # fmt: skip
+    folder: Path,
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[Column | str],
+    name: str = "table",
+    title: str = "",
+) -> Path:
     """Write `folder/<name>.jsonl` (every key of every row) and `folder/<name>.md`
     (`title`, then the table of `columns`); returns the markdown path."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -96,9 +96,10 @@ def safe_params(config: Mapping[str, Any]) -> dict[str, str]:
 def numeric(record: Mapping[str, Any]) -> dict[str, float]:
     """The finite numbers of a metrics row or summary (booleans and strings left out)."""
     return {
-        sanitize_key(k): float(v) for k, v in record.items()
+        sanitize_key(k): float(v)
+        for k, v in record.items()
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }  # fmt: skip
+    }
 
 
 def provenance_tags(record: Mapping[str, Any] | None) -> dict[str, str]:
@@ -147,9 +148,13 @@ class Tracker:
     artifacts: str = "files"
 
     def log_run(
-        self, run_dir: Path, *, parent: str | None = None, name: str | None = None,
+        self,
+        run_dir: Path,
+        *,
+        parent: str | None = None,
+        name: str | None = None,
         tags: Mapping[str, str] | None = None,
-    ) -> str | None:  # fmt: skip
+    ) -> str | None:
         """Mirror a finished (or failed, or stopped) run directory; return its run id."""
         return None
 
@@ -242,18 +247,24 @@ class MLflowTracker(Tracker):
         wall = numeric(summary).get("wall_s")
         end = start + wall if wall is not None else time.time()
         tags = {
-            **provenance_tags(record), "rayworks.kind": "run", "rayworks.pipeline": pipeline,
-            "rayworks.run_id": run_dir.name, "rayworks.run_dir": str(run_dir),
-            "rayworks.status": str(summary.get("status", "did not finish")), **extra,
-        }  # fmt: skip
+            **provenance_tags(record),
+            "rayworks.kind": "run",
+            "rayworks.pipeline": pipeline,
+            "rayworks.run_id": run_dir.name,
+            "rayworks.run_dir": str(run_dir),
+            "rayworks.status": str(summary.get("status", "did not finish")),
+            **extra,
+        }
         if summary.get("error"):
             tags["rayworks.error"] = provenance.redact_value(str(summary["error"]))[:MAX_TAG_CHARS]
         if parent:
             tags["mlflow.parentRunId"] = parent
         run = self.client.create_run(
-            self.experiment_id(pipeline), start_time=int(start * 1000), tags=tags,
+            self.experiment_id(pipeline),
+            start_time=int(start * 1000),
+            tags=tags,
             run_name=name or run_dir.name,
-        )  # fmt: skip
+        )
         run_id = run.info.run_id
         config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         params = [Param(k, v) for k, v in safe_params(config).items()]
@@ -261,8 +272,9 @@ class MLflowTracker(Tracker):
         for row in map(numeric, rows):  # a row without a numeric step is not a point
             if "step" in row:
                 stamp, step = int(row.get("time", start) * 1000), int(row["step"])
-                metrics += [Metric(k, v, stamp, step) for k, v in row.items()
-                            if k not in ("step", "time")]  # fmt: skip
+                metrics += [
+                    Metric(k, v, stamp, step) for k, v in row.items() if k not in ("step", "time")
+                ]
         last_step = max((m.step for m in metrics), default=0)
         metrics += [
             Metric(f"summary/{k}", v, int(end * 1000), last_step)
@@ -295,9 +307,13 @@ class MLflowTracker(Tracker):
 
     def start_parent(self, out_dir, *, kind, pipeline, params):  # type: ignore[override]
         return self.guard(
-            f"opening the {kind} run of {out_dir}", self._start_parent, Path(out_dir), kind,
-            pipeline, params,
-        )  # fmt: skip
+            f"opening the {kind} run of {out_dir}",
+            self._start_parent,
+            Path(out_dir),
+            kind,
+            pipeline,
+            params,
+        )
 
     def _start_parent(
         self, out_dir: Path, kind: str, pipeline: str, params: Mapping[str, Any]
@@ -305,10 +321,12 @@ class MLflowTracker(Tracker):
         from mlflow.entities import Param
 
         tags = {
-            **provenance_tags(provenance.read(out_dir)), "rayworks.kind": kind,
-            "rayworks.pipeline": pipeline, "rayworks.run_id": out_dir.name,
+            **provenance_tags(provenance.read(out_dir)),
+            "rayworks.kind": kind,
+            "rayworks.pipeline": pipeline,
+            "rayworks.run_id": out_dir.name,
             "rayworks.run_dir": str(out_dir),
-        }  # fmt: skip
+        }
         run = self.client.create_run(
             self.experiment_id(pipeline), tags=tags, run_name=f"{kind} {out_dir.name}"
         )
@@ -319,9 +337,13 @@ class MLflowTracker(Tracker):
     def end_parent(self, parent, out_dir, status, metrics):  # type: ignore[override]
         if parent is not None:
             self.guard(
-                f"closing the run of {out_dir}", self._end_parent, parent, Path(out_dir),
-                status, metrics,
-            )  # fmt: skip
+                f"closing the run of {out_dir}",
+                self._end_parent,
+                parent,
+                Path(out_dir),
+                status,
+                metrics,
+            )
 
     def _end_parent(
         self, parent: str, out_dir: Path, status: str, metrics: Mapping[str, float]

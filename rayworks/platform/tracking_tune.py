@@ -87,9 +87,12 @@ class TrialRunsCallback(MLflowLoggerCallback):
         metrics = {k: v for k, v in numeric(result).items() if k not in SKIPPED}
         step = int(result.get("step", result.get("training_iteration", iteration)))
         self.tracker.guard(
-            f"logging a result of trial {trial}", self.mlflow_util.log_metrics,
-            run_id=self._trial_runs[trial], metrics_to_log=metrics, step=step,
-        )  # fmt: skip
+            f"logging a result of trial {trial}",
+            self.mlflow_util.log_metrics,
+            run_id=self._trial_runs[trial],
+            metrics_to_log=metrics,
+            step=step,
+        )
 
     def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
         if trial in getattr(self, "_trial_runs", {}):

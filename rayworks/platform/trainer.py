@@ -15,9 +15,15 @@ from rayworks.platform.context import RunContext
 
 
 def torch_trainer(
-    loop: Callable[[dict[str, Any]], Any], loop_config: dict[str, Any], ctx: RunContext, *,
-    num_workers: int, use_gpu: bool, cpus_per_worker: float, max_failures: int,
-) -> Any:  # fmt: skip
+    loop: Callable[[dict[str, Any]], Any],
+    loop_config: dict[str, Any],
+    ctx: RunContext,
+    *,
+    num_workers: int,
+    use_gpu: bool,
+    cpus_per_worker: float,
+    max_failures: int,
+) -> Any:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -31,14 +37,17 @@ def torch_trainer(
         loop,
         train_loop_config={**loop_config, "ctx": ctx, "reporter": reporter, "in_train": True},
         scaling_config=ScalingConfig(
-            num_workers=num_workers, use_gpu=use_gpu,
+            num_workers=num_workers,
+            use_gpu=use_gpu,
             resources_per_worker={"CPU": cpus_per_worker},
         ),
         run_config=RunConfig(
-            name="train", storage_path=str(ctx.run_dir / "ray_train"),
-            failure_config=FailureConfig(max_failures=max_failures), callbacks=callbacks,
+            name="train",
+            storage_path=str(ctx.run_dir / "ray_train"),
+            failure_config=FailureConfig(max_failures=max_failures),
+            callbacks=callbacks,
         ),
-    )  # fmt: skip
+    )
 
 
 def fit_metrics(trainer: Any) -> dict[str, Any]:

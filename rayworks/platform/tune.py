@@ -90,9 +90,12 @@ def check_params(cls: type[PipelineConfig], base: dict[str, Any], params: list[P
 
 
 def _trial(
-    config: dict[str, Any], name: str, base: dict[str, Any], trials_dir: str,
+    config: dict[str, Any],
+    name: str,
+    base: dict[str, Any],
+    trials_dir: str,
     record: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """One trial: a run directory named after the Tune trial id (`<time>-<id>-<trial id>`,
     how tracking finds it) whose provenance is the sweep's `record` (the driver's command,
     not this worker's)."""
@@ -171,8 +174,13 @@ def sweep(
             f"for its driver, but the cluster has {have:g}: it would wait forever. Lower the "
             "resources its config reserves (--set ...) or add CPUs."
         )
-    knobs = {"params": " ".join(params), "samples": samples, "metric": metric, "mode": mode,
-             "scheduler": scheduler}  # fmt: skip
+    knobs = {
+        "params": " ".join(params),
+        "samples": samples,
+        "metric": metric,
+        "mode": mode,
+        "scheduler": scheduler,
+    }
     parent = tracker.start_parent(
         sweep_dir, kind="sweep", pipeline=name, params={**base, "sweep": knobs}
     )

@@ -147,6 +147,15 @@ class VLLMEngine:
                 logprobs = [
                     step[t].logprob for t, step in zip(tokens, choice.logprobs, strict=True)
                 ]
-                rollouts.append(Rollout(i, ids, tokens, logprobs, choice.text,
-                                        choice.finish_reason == "stop", version))  # fmt: skip
+                rollouts.append(
+                    Rollout(
+                        i,
+                        ids,
+                        tokens,
+                        logprobs,
+                        choice.text,
+                        choice.finish_reason == "stop",
+                        version,
+                    )
+                )
         return rollouts

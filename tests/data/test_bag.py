@@ -11,8 +11,10 @@ from rayworks.data.tasks import TASKS, BagDrawCoTTask, BagDrawTask, Example, get
 from rayworks.data.tasks.bag import COLOURS, answer_class, final_answer
 
 PROMPT_RE = re.compile(r"^Q: draw ([rgby]+)\n$")
-DIRECT_RE = re.compile(r"^A: (red|green|blue|yellow|a (red|green|blue|yellow) ball|"
-                       r"(red|green|blue|yellow)\.)$")  # fmt: skip
+DIRECT_RE = re.compile(
+    r"^A: (red|green|blue|yellow|a (red|green|blue|yellow) ball|"
+    r"(red|green|blue|yellow)\.)$"
+)
 COT_RE = re.compile(r"^<think>([rgby](?: [rgby])*)</think>(A: .*)$")
 
 
@@ -82,9 +84,17 @@ def test_splits_are_disjoint() -> None:
 
 @pytest.mark.parametrize(
     ("text", "cls"),
-    [("red", "red"), ("a Red ball", "red"), ("yellow.", "yellow"), ("red or blue", None),
-     ("purple", None), ("", None), (None, None), ("red red", "red")],
-)  # fmt: skip
+    [
+        ("red", "red"),
+        ("a Red ball", "red"),
+        ("yellow.", "yellow"),
+        ("red or blue", None),
+        ("purple", None),
+        ("", None),
+        (None, None),
+        ("red red", "red"),
+    ],
+)
 def test_answer_class(text: str | None, cls: str | None) -> None:
     assert answer_class(text) == cls
 

@@ -171,10 +171,23 @@ def test_eval_calibration_cli_smoke(tiny_lm, tmp_path: Path) -> None:
     model = tiny_lm(texts, d_model=16, n_layer=1, n_head=2)
     out, png = tmp_path / "cal.json", tmp_path / "rel.png"
     args = [
-        "eval", "calibration", "--checkpoint", str(model), "--set", "n_questions=6",
-        "--set", "samples=4", "--set", "max_new_tokens=6", "--set", f"diagram={png}",
-        "--set", f"records={tmp_path / 'records.jsonl'}", "--out", str(out),
-    ]  # fmt: skip
+        "eval",
+        "calibration",
+        "--checkpoint",
+        str(model),
+        "--set",
+        "n_questions=6",
+        "--set",
+        "samples=4",
+        "--set",
+        "max_new_tokens=6",
+        "--set",
+        f"diagram={png}",
+        "--set",
+        f"records={tmp_path / 'records.jsonl'}",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     metrics = json.loads(out.read_text())
     assert metrics["n_questions"] == 6 and metrics["samples"] == 4

@@ -119,9 +119,12 @@ def encode_pair(tok, context: str, continuation: str) -> tuple[int, list[int]]:
 def greedy_text(model, tok, ids: list[int], max_new: int, stop: str) -> str:
     """transformers' greedy decoding of `ids`, cut at EOS, the budget or `stop`."""
     out = model.generate(
-        torch.tensor([ids]), max_new_tokens=max_new, do_sample=False,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-    )[0, len(ids) :].tolist()  # fmt: skip
+        torch.tensor([ids]),
+        max_new_tokens=max_new,
+        do_sample=False,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )[0, len(ids) :].tolist()
     new = out[: out.index(tok.eos_token_id)] if tok.eos_token_id in out else out
     return tok.decode(new, skip_special_tokens=True).split(stop)[0]
 
@@ -192,10 +195,13 @@ def test_results_table_and_report(completions_run) -> None:
     assert table["columns"] == harness.TABLE_COLUMNS
     got = {(row[0], row[3]): row for row in table["rows"]}
     assert set(got) == {
-        ("rayworks_arithmetic_mc", "acc"), ("rayworks_arithmetic_mc", "acc_norm"),
-        ("rayworks_arithmetic_gen", "exact_match"), ("rayworks_arithmetic_ppl", "word_perplexity"),
-        ("rayworks_arithmetic_ppl", "byte_perplexity"), ("rayworks_arithmetic_ppl", "bits_per_byte"),
-    }  # fmt: skip
+        ("rayworks_arithmetic_mc", "acc"),
+        ("rayworks_arithmetic_mc", "acc_norm"),
+        ("rayworks_arithmetic_gen", "exact_match"),
+        ("rayworks_arithmetic_ppl", "word_perplexity"),
+        ("rayworks_arithmetic_ppl", "byte_perplexity"),
+        ("rayworks_arithmetic_ppl", "bits_per_byte"),
+    }
     acc = got[("rayworks_arithmetic_mc", "acc")]
     assert acc[4] == summary["rayworks_arithmetic_mc/acc,none"] and acc[6] == LIMIT
     assert isinstance(acc[5], float) and got[("rayworks_arithmetic_ppl", "bits_per_byte")][5] == "—"

@@ -51,8 +51,9 @@ def test_vlm_reloads_with_identical_logits_and_images_matter(vlm_dir):
     reloaded = load_causal_lm(path).eval()
     assert type(reloaded).__name__ == "LlavaForConditionalGeneration"
     processor = load_processor(path)
-    rows, pixels = encode_multimodal(processor, [examples[0].prompt] * 2,
-                                     [examples[0].image, examples[1].image])  # fmt: skip
+    rows, pixels = encode_multimodal(
+        processor, [examples[0].prompt] * 2, [examples[0].image, examples[1].image]
+    )
     ids = torch.tensor(rows)
     with torch.no_grad():
         a = model.eval()(input_ids=ids, pixel_values=pixels).logits

@@ -36,10 +36,13 @@ def toy_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "PIPELINES", dict(registry.PIPELINES))
     registry.pipeline("toybase", config=ToyConfig, headline=("acc", "max"))(lambda cfg, ctx: {})
     registry.pipeline(
-        "toymethod", config=ToyConfig, baseline="toybase", headline=("acc", "max"),
+        "toymethod",
+        config=ToyConfig,
+        baseline="toybase",
+        headline=("acc", "max"),
         ablations={"no-momentum": ("momentum=0",), "no-clip": ("clip=0", "lr=0.5")},
         report=("entropy", "sigma"),
-    )(lambda cfg, ctx: {})  # fmt: skip
+    )(lambda cfg, ctx: {})
 
 
 def write_metrics(path: Path, lines: list[Any]) -> Path:
@@ -59,9 +62,14 @@ def test_mean_ci_matches_the_t_interval():
 
 def test_markdown_starts_with_the_command_and_shows_the_ratio():
     data = bench_stats.summarize(
-        "m", "acc", "max", [("m", "method"), ("b", "baseline")], {"m": [0.8, 0.9], "b": [0.4, 0.5]},
-        "rayworks bench m --seeds 2", [],
-    )  # fmt: skip
+        "m",
+        "acc",
+        "max",
+        [("m", "method"), ("b", "baseline")],
+        {"m": [0.8, 0.9], "b": [0.4, 0.5]},
+        "rayworks bench m --seeds 2",
+        [],
+    )
     md = bench_render.to_markdown(data)
     assert md.splitlines()[0] == "`rayworks bench m --seeds 2`"
     assert data["ratio"] == pytest.approx(0.85 / 0.45)
@@ -70,10 +78,15 @@ def test_markdown_starts_with_the_command_and_shows_the_ratio():
 
 def test_paired_differences_match_seeds_not_completion_order():
     data = bench_stats.summarize(
-        "m", "acc", "max", [("m", "method"), ("b", "baseline")],
-        {"m": [0.8, 0.9, 0.7], "b": [0.55, 0.4, 0.5]}, "cmd", [],
+        "m",
+        "acc",
+        "max",
+        [("m", "method"), ("b", "baseline")],
+        {"m": [0.8, 0.9, 0.7], "b": [0.55, 0.4, 0.5]},
+        "cmd",
+        [],
         seeds={"m": [0, 1, 2], "b": [1, 2, 0]},  # b's runs finished in another order
-    )  # fmt: skip
+    )
     paired = data["arms"][1]["paired"]
     assert paired["values"] == pytest.approx([0.5 - 0.8, 0.55 - 0.9, 0.4 - 0.7])
     assert paired["ci95"][1] < 0  # b is lower in every seed by about the same amount
@@ -99,8 +112,10 @@ def test_lm_matches_its_plain_pytorch_baseline(ray_session, tmp_path, monkeypatc
     )
     data = json.loads((result.out_dir / "bench.json").read_text())
     assert [(a["name"], a["role"]) for a in data["arms"]] == [
-        ("lm", "method"), ("lm_plain", "baseline"), ("lm[eval5]", "ablation"),
-    ]  # fmt: skip
+        ("lm", "method"),
+        ("lm_plain", "baseline"),
+        ("lm[eval5]", "ablation"),
+    ]
     assert all(len(a["values"]) == 1 and math.isfinite(a["values"][0]) for a in data["arms"])
     # Same data order, init and schedule: DDP over two workers reproduces the plain loop.
     assert data["ratio"] == pytest.approx(1.0, abs=0.01)
@@ -142,18 +157,22 @@ def test_ablation_arms_are_planned_with_merged_overrides(toy_registry):
         ("toymethod[no-clip]", "ablation", "toymethod"),
     ]
     assert [a.name for a in bench.plan_arms("toymethod", ablations=False)] == [
-        "toymethod", "toybase",
-    ]  # fmt: skip
+        "toymethod",
+        "toybase",
+    ]
     plan = bench.plan_runs(arms, seeds=2, preset="smoke", overrides=["lr=0.2", "clip=3"])
     # Interleaved by seed; each ablation = the bench's overrides, then its own, then the seed.
     assert [(r.arm.name, r.cfg.seed) for r in plan] == [(a.name, s) for s in range(2) for a in arms]
     by_arm = {r.arm.name: r.cfg for r in plan if r.cfg.seed == 1}
     assert (by_arm["toymethod"].lr, by_arm["toymethod"].momentum, by_arm["toymethod"].clip) == (
-        0.2, 0.9, 3.0,
-    )  # fmt: skip
+        0.2,
+        0.9,
+        3.0,
+    )
     assert (by_arm["toymethod[no-momentum]"].momentum, by_arm["toymethod[no-momentum]"].lr) == (
-        0.0, 0.2,
-    )  # fmt: skip
+        0.0,
+        0.2,
+    )
     assert (by_arm["toymethod[no-clip]"].clip, by_arm["toymethod[no-clip]"].lr) == (0.0, 0.5)
     assert all(r.spec.name == r.arm.pipeline for r in plan)
 
@@ -222,14 +241,25 @@ def test_ablation_rows_show_their_ratio_to_each_baseline():
 
 
 def test_curves_from_metrics_files(tmp_path):
-    m0 = write_metrics(tmp_path / "m0.jsonl", [
-        {"step": 0, "acc": 0.1}, {"step": 10, "acc": 0.2}, {"step": 10, "loss": 5.0},
-        "{broken", {"step": 10, "acc": 0.4},  # the last value at a step wins
-        {"step": 20, "acc": 0.6},
-    ])  # fmt: skip
-    m1 = write_metrics(tmp_path / "m1.jsonl", [
-        {"step": 0, "acc": 0.3}, {"step": 10, "acc": 0.6}, {"step": 30, "acc": "nan"},
-    ])  # fmt: skip
+    m0 = write_metrics(
+        tmp_path / "m0.jsonl",
+        [
+            {"step": 0, "acc": 0.1},
+            {"step": 10, "acc": 0.2},
+            {"step": 10, "loss": 5.0},
+            "{broken",
+            {"step": 10, "acc": 0.4},  # the last value at a step wins
+            {"step": 20, "acc": 0.6},
+        ],
+    )
+    m1 = write_metrics(
+        tmp_path / "m1.jsonl",
+        [
+            {"step": 0, "acc": 0.3},
+            {"step": 10, "acc": 0.6},
+            {"step": 30, "acc": "nan"},
+        ],
+    )
     b0 = write_metrics(tmp_path / "b0.jsonl", [{"step": 5, "acc": 0.05}, {"step": 20, "acc": 0.2}])
     assert bench_stats.read_metric(m0, "acc") == {0: 0.1, 10: 0.4, 20: 0.6}
     assert bench_stats.read_metric(tmp_path / "missing.jsonl", "acc") == {}
@@ -261,14 +291,24 @@ def test_curves_are_skipped_when_no_run_logs_two_steps(tmp_path):
 
 def test_outputs_hold_the_curve_table_json_and_png(tmp_path):
     runs = {
-        "m": [write_metrics(tmp_path / f"m{s}.jsonl", [{"step": t, "acc": 0.1 * t + s}
-              for t in (1, 2, 3)]) for s in range(3)],
+        "m": [
+            write_metrics(
+                tmp_path / f"m{s}.jsonl", [{"step": t, "acc": 0.1 * t + s} for t in (1, 2, 3)]
+            )
+            for s in range(3)
+        ],
         "b": [write_metrics(tmp_path / "b0.jsonl", [{"step": 2, "acc": 0.1}])],
-    }  # fmt: skip
+    }
     data = bench_stats.summarize(
-        "m", "acc", "max", [("m", "method"), ("b", "baseline")], {"m": [1.0, 2.0], "b": [0.5]},
-        "rayworks bench m", ["b seed 1: RuntimeError: boom"], curves=bench_stats.curves("acc", runs),
-    )  # fmt: skip
+        "m",
+        "acc",
+        "max",
+        [("m", "method"), ("b", "baseline")],
+        {"m": [1.0, 2.0], "b": [0.5]},
+        "rayworks bench m",
+        ["b seed 1: RuntimeError: boom"],
+        curves=bench_stats.curves("acc", runs),
+    )
     out = tmp_path / "bench" / "m" / "20260101-000000-abc"
     md = bench_render.write_outputs(out, data)
     lines = md.splitlines()
@@ -317,23 +357,38 @@ def test_chosen_ablations_keep_registration_order_and_unknown_ones_are_named(toy
 
 def test_no_baselines_leaves_the_method_and_its_ablations(toy_registry):
     arms = bench.plan_arms("toymethod", ablations=["no-clip"], baselines=False)
-    assert [(a.name, a.role) for a in arms] == [("toymethod", "method"),
-                                                ("toymethod[no-clip]", "ablation")]  # fmt: skip
+    assert [(a.name, a.role) for a in arms] == [
+        ("toymethod", "method"),
+        ("toymethod[no-clip]", "ablation"),
+    ]
     with pytest.raises(ConfigError, match="no baseline and no ablation arm left"):
         bench.plan_arms("toymethod", ablations=False, baselines=False)
 
 
 def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
-    registry.pipeline("curvy", config=ToyConfig, baseline="toybase", headline=("acc", "max"),
-                      curves=("reward/hack", "never_logged"))(lambda cfg, ctx: {})  # fmt: skip
+    registry.pipeline(
+        "curvy",
+        config=ToyConfig,
+        baseline="toybase",
+        headline=("acc", "max"),
+        curves=("reward/hack", "never_logged"),
+    )(lambda cfg, ctx: {})
     assert registry.PIPELINES["curvy"].curves == ("reward/hack", "never_logged")
     arms = bench.plan_arms("curvy", ablations=False)
     outcomes = [
-        bench.Outcome(arm, seed, {"acc": 0.5},  None, write_metrics(
-            tmp_path / f"{arm}{seed}.jsonl",
-            [{"step": t, "reward/hack": 0.1 * t * (arm == "curvy")} for t in (1, 2)]))
-        for arm in ("curvy", "toybase") for seed in (0, 1)
-    ]  # fmt: skip
+        bench.Outcome(
+            arm,
+            seed,
+            {"acc": 0.5},
+            None,
+            write_metrics(
+                tmp_path / f"{arm}{seed}.jsonl",
+                [{"step": t, "reward/hack": 0.1 * t * (arm == "curvy")} for t in (1, 2)],
+            ),
+        )
+        for arm in ("curvy", "toybase")
+        for seed in (0, 1)
+    ]
     data = bench.summarize_outcomes(registry.PIPELINES["curvy"], arms, outcomes, "rayworks bench")
     hack = data["extra_curves"]["reward/hack"]
     assert hack["curvy"]["2"]["mean"] == pytest.approx(0.2) and hack["toybase"]["2"]["mean"] == 0
@@ -349,9 +404,14 @@ def test_declared_curve_keys_get_their_own_figures(toy_registry, tmp_path):
 def test_an_arm_whose_headline_is_undefined_still_gets_a_chart(tmp_path):
     """An arm that never reaches its target (headline NaN) is drawn as "n/a", not a crash."""
     data = bench_stats.summarize(
-        "m", "iters", "min", [("m", "method"), ("b", "baseline")],
-        {"m": [3.0, 4.0], "b": [math.nan, math.nan]}, "rayworks bench m", [],
-    )  # fmt: skip
+        "m",
+        "iters",
+        "min",
+        [("m", "method"), ("b", "baseline")],
+        {"m": [3.0, 4.0], "b": [math.nan, math.nan]},
+        "rayworks bench m",
+        [],
+    )
     out = tmp_path / "bench" / "m" / "20260101-000000-nan"
     bench_render.write_outputs(out, data)
     assert (out / "bench.png").read_bytes()[:8] == PNG_SIG

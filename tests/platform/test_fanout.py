@@ -32,16 +32,18 @@ def test_in_process_without_ray_keeps_order_and_reports_each_piece(monkeypatch) 
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     seen: list[int] = []
-    out = fan_out(_piece, [{"x": 3}, {"x": 1}, {"x": 2}], threads=1,
-                  on_done=lambda i, r: seen.append(i))  # fmt: skip
+    out = fan_out(
+        _piece, [{"x": 3}, {"x": 1}, {"x": 2}], threads=1, on_done=lambda i, r: seen.append(i)
+    )
     assert [r[0] for r in out] == [9, 1, 4]
     assert seen == [0, 1, 2] and {r[2] for r in out} == {os.getpid()}
 
 
 def test_as_ray_tasks_keeps_order_pins_threads_and_fails_loudly(ray_session) -> None:
     seen: list[int] = []
-    out = fan_out(_piece, [{"x": i} for i in range(5)], threads=1,
-                  on_done=lambda i, r: seen.append(i))  # fmt: skip
+    out = fan_out(
+        _piece, [{"x": i} for i in range(5)], threads=1, on_done=lambda i, r: seen.append(i)
+    )
     assert [r[0] for r in out] == [0, 1, 4, 9, 16]
     assert {r[1] for r in out} == {1} and os.getpid() not in {r[2] for r in out}
     assert sorted(seen) == list(range(5))

@@ -20,16 +20,21 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--config", str(tree / "pyproject.toml")],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the package and its pyproject.toml, to break on purpose."""
     out = tmp_path_factory.mktemp("contracts")
-    shutil.copytree(ROOT / "rayworks", out / "rayworks",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "rayworks", out / "rayworks", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     shutil.copy(ROOT / "pyproject.toml", out / "pyproject.toml")
     return out
 

@@ -52,16 +52,27 @@ def test_local_dashboards_find_the_session_head_where_it_listens(ray_head):
     assert ray_head["dashboard"] in found
     assert found[ray_head["dashboard"]].gcs_address.endswith(ray_head["address"].split(":")[1])
     port = int(ray_head["dashboard"].rsplit(":", 1)[1])
-    binds = [c.laddr.ip for c in psutil.net_connections("inet")
-             if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
+    binds = [
+        c.laddr.ip
+        for c in psutil.net_connections("inet")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
     assert binds and all(ip.startswith("127.") for ip in binds), binds
 
 
 def test_entrypoint_quotes_run_args():
     cmd = jobs.build_entrypoint("lm", ["--preset", "smoke", "--set", "train.lr=1e-3 x"])
     assert shlex.split(cmd) == [
-        "python", "-m", "rayworks", "run", "lm", "--preset", "smoke", "--set", "train.lr=1e-3 x",
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "rayworks",
+        "run",
+        "lm",
+        "--preset",
+        "smoke",
+        "--set",
+        "train.lr=1e-3 x",
+    ]
 
 
 def test_auth_header_sources(monkeypatch, tmp_path: Path):

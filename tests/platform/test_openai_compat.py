@@ -96,8 +96,11 @@ def test_echo_with_max_tokens_0_scores_the_prompt_like_a_forward_pass(client, mo
     body = post(client, prompt=PROMPT, echo=True, max_tokens=0, logprobs=1, temperature=0)
     [choice] = body["choices"]
     assert choice["text"] == PROMPT and choice["finish_reason"] == "length"
-    assert body["usage"] == {"prompt_tokens": len(ids), "completion_tokens": 0,
-                             "total_tokens": len(ids)}  # fmt: skip
+    assert body["usage"] == {
+        "prompt_tokens": len(ids),
+        "completion_tokens": 0,
+        "total_tokens": len(ids),
+    }
     lp = choice["logprobs"]
     assert lp["tokens"] == [tok.decode([i]) for i in ids]
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None  # as OpenAI, vLLM
@@ -117,8 +120,16 @@ def test_lm_eval_loglikelihood_request(client, model, tok):
     is the best of its top_logprobs."""
     pairs = [("Q: 12+3=", " A: 15"), ("user: ", "hello")]
     rows = [tok(c).input_ids + tok(x).input_ids for c, x in pairs]
-    body = post(client, prompt=rows, echo=True, max_tokens=1, logprobs=1, temperature=0,
-                seed=1234, model="tiny")  # fmt: skip
+    body = post(
+        client,
+        prompt=rows,
+        echo=True,
+        max_tokens=1,
+        logprobs=1,
+        temperature=0,
+        seed=1234,
+        model="tiny",
+    )
     for choice, row, (context, _) in zip(body["choices"], rows, pairs, strict=True):
         ctxlen = len(tok(context).input_ids)
         lp = choice["logprobs"]
@@ -175,8 +186,10 @@ def test_stream_gives_the_same_logprobs_and_a_usage_chunk(client):
     assert all(part["usage"] is None for part in parts)
     pieces = [c for part in parts for c in part["choices"]]
     assert "".join(c["text"] for c in pieces) == plain["choices"][0]["text"]
-    merged = {key: [v for c in pieces for v in c["logprobs"][key]]
-              for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset")}  # fmt: skip
+    merged = {
+        key: [v for c in pieces for v in c["logprobs"][key]]
+        for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+    }
     assert merged == plain["choices"][0]["logprobs"]
     assert pieces[-1]["finish_reason"] == plain["choices"][0]["finish_reason"]
     no_usage = chunks(client, **body)
@@ -198,8 +211,15 @@ def test_token_id_prompts_answer_as_their_strings(client, tok):
 
 def test_chat_without_a_template_uses_the_plain_lines(client, tok):
     messages = [{"role": "system", "content": "be terse"}, {"role": "user", "content": PROMPT}]
-    chat = post(client, "chat/completions", messages=messages, max_completion_tokens=6,
-                temperature=0, logprobs=True, top_logprobs=2)  # fmt: skip
+    chat = post(
+        client,
+        "chat/completions",
+        messages=messages,
+        max_completion_tokens=6,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=2,
+    )
     rendered = f"system: be terse\nuser: {PROMPT}\nassistant:"
     plain = post(client, prompt=rendered, max_tokens=6, temperature=0, logprobs=2)
     [choice] = chat["choices"]
@@ -214,25 +234,41 @@ def test_chat_without_a_template_uses_the_plain_lines(client, tok):
         assert top[0]["token"] == entry["token"]  # greedy: the chosen token is the best
         assert entry["bytes"] == list(entry["token"].encode())
     parts = [{"type": "text", "text": "be"}, {"type": "text", "text": "terse"}]
-    as_parts = post(client, "chat/completions", max_tokens=3, temperature=0,
-                    messages=[{"role": "system", "content": parts}, messages[1]])  # fmt: skip
-    as_lines = post(client, "chat/completions", max_tokens=3, temperature=0,
-                    messages=[{"role": "system", "content": "be\nterse"}, messages[1]])  # fmt: skip
+    as_parts = post(
+        client,
+        "chat/completions",
+        max_tokens=3,
+        temperature=0,
+        messages=[{"role": "system", "content": parts}, messages[1]],
+    )
+    as_lines = post(
+        client,
+        "chat/completions",
+        max_tokens=3,
+        temperature=0,
+        messages=[{"role": "system", "content": "be\nterse"}, messages[1]],
+    )
     assert as_parts["choices"] == as_lines["choices"]  # text parts join with newlines
 
 
 def test_chat_with_a_template_renders_it(templated_dir, tok):
     c = make_client(templated_dir)
-    messages = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "world"},
-                {"role": "user", "content": PROMPT}]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "world"},
+        {"role": "user", "content": PROMPT},
+    ]
     chat = post(c, "chat/completions", messages=messages, max_tokens=5, temperature=0)
     rendered = f"<s><|user|>hello<|assistant|>world<|user|>{PROMPT}<|assistant|>"
     ids = tok(rendered, add_special_tokens=False).input_ids
     plain = post(c, prompt=ids, max_tokens=5, temperature=0)
     assert chat["choices"][0]["message"]["content"] == plain["choices"][0]["text"]
     assert chat["usage"]["prompt_tokens"] == len(ids) and ids.count(tok.bos_token_id) == 1
-    resp = c.post("/v1/chat/completions", headers=AUTH,
-                  json={"messages": [{"role": "system", "content": "x"}]})  # fmt: skip
+    resp = c.post(
+        "/v1/chat/completions",
+        headers=AUTH,
+        json={"messages": [{"role": "system", "content": "x"}]},
+    )
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages"
     assert "first message must be the user" in resp.json()["error"]["message"]
 
@@ -240,13 +276,19 @@ def test_chat_with_a_template_renders_it(templated_dir, tok):
 def test_chat_stream_starts_with_the_role_and_ends_with_usage(client):
     body = dict(messages=[{"role": "user", "content": PROMPT}], max_tokens=6, temperature=0, n=2)
     plain = post(client, "chat/completions", **body)
-    *parts, last = chunks(client, "chat/completions", **body,
-                          stream_options={"include_usage": True})  # fmt: skip
+    *parts, last = chunks(
+        client, "chat/completions", **body, stream_options={"include_usage": True}
+    )
     assert all(p["object"] == "chat.completion.chunk" for p in [*parts, last])
     assert parts[0]["choices"] == [
-        {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-         "finish_reason": None} for i in (0, 1)
-    ]  # fmt: skip
+        {
+            "index": i,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+        }
+        for i in (0, 1)
+    ]
     for i in (0, 1):
         mine = [c for p in parts[1:] for c in p["choices"] if c["index"] == i]
         text = "".join(c["delta"].get("content", "") for c in mine)
@@ -278,8 +320,11 @@ UNSUPPORTED = [
 
 @pytest.mark.parametrize(("route", "field", "value"), UNSUPPORTED)
 def test_unsupported_fields_are_400_naming_them(client, route, field, value):
-    base = {"prompt": PROMPT} if route == "completions" else {
-        "messages": [{"role": "user", "content": PROMPT}]}  # fmt: skip
+    base = (
+        {"prompt": PROMPT}
+        if route == "completions"
+        else {"messages": [{"role": "user", "content": PROMPT}]}
+    )
     resp = client.post(f"/v1/{route}", json={**base, "max_tokens": 2, field: value}, headers=AUTH)
     assert resp.status_code == 400, resp.text
     error = resp.json()["error"]
@@ -290,39 +335,85 @@ def test_unsupported_message_fields_and_a_null_field(client):
     for message, param in [
         ({"role": "tool", "content": "4", "tool_call_id": "1"}, "messages.0.role"),
         ({"role": "user", "content": "hi", "name": "ann"}, "messages.0.name"),
-        ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
-         "messages.0.content"),
-    ]:  # fmt: skip
+        (
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+            "messages.0.content",
+        ),
+    ]:
         resp = client.post("/v1/chat/completions", json={"messages": [message]}, headers=AUTH)
         assert resp.status_code == 400 and resp.json()["error"]["param"] == param, resp.text
     # an unknown field sent as null asks for nothing: accepted
-    post(client, "chat/completions", messages=[{"role": "user", "content": "hi"}], max_tokens=1,
-         tools=None, response_format=None)  # fmt: skip
+    post(
+        client,
+        "chat/completions",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=1,
+        tools=None,
+        response_format=None,
+    )
 
 
 @pytest.mark.parametrize(
     ("route", "body", "limits", "param", "flag"),
     [
-        ("chat/completions", {"messages": [{"role": "user", "content": "a"}] * 3},
-         {"max_messages": 2}, "messages", "--max-messages"),
-        ("chat/completions", {"messages": [{"role": "user", "content": "abcdef"}] * 2},
-         {"max_chat_chars": 10}, "messages", "--max-chat-chars"),
-        ("chat/completions", {"messages": [{"role": "user", "content": "a" * 40}]},
-         {"max_prompt_tokens": 16}, "messages", "--max-prompt-tokens"),
-        ("chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 9},
-         {"max_new_tokens": 8}, "max_tokens", "--max-new-tokens"),
-        ("chat/completions", {"messages": [{"role": "user", "content": "a"}],
-                              "max_completion_tokens": 9},
-         {"max_new_tokens": 8}, "max_completion_tokens", "--max-new-tokens"),
-        ("chat/completions", {"messages": [{"role": "user", "content": "a"}], "logprobs": True,
-                              "top_logprobs": 3}, {"max_logprobs": 2}, "top_logprobs",
-         "--max-logprobs"),
-        ("completions", {"prompt": PROMPT, "logprobs": 3}, {"max_logprobs": 2}, "logprobs",
-         "--max-logprobs"),
-        ("completions", {"prompt": list(range(1, 30))}, {"max_prompt_tokens": 16}, "prompt",
-         "--max-prompt-tokens"),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "a"}] * 3},
+            {"max_messages": 2},
+            "messages",
+            "--max-messages",
+        ),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "abcdef"}] * 2},
+            {"max_chat_chars": 10},
+            "messages",
+            "--max-chat-chars",
+        ),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "a" * 40}]},
+            {"max_prompt_tokens": 16},
+            "messages",
+            "--max-prompt-tokens",
+        ),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "a"}], "max_tokens": 9},
+            {"max_new_tokens": 8},
+            "max_tokens",
+            "--max-new-tokens",
+        ),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 9},
+            {"max_new_tokens": 8},
+            "max_completion_tokens",
+            "--max-new-tokens",
+        ),
+        (
+            "chat/completions",
+            {"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 3},
+            {"max_logprobs": 2},
+            "top_logprobs",
+            "--max-logprobs",
+        ),
+        (
+            "completions",
+            {"prompt": PROMPT, "logprobs": 3},
+            {"max_logprobs": 2},
+            "logprobs",
+            "--max-logprobs",
+        ),
+        (
+            "completions",
+            {"prompt": list(range(1, 30))},
+            {"max_prompt_tokens": 16},
+            "prompt",
+            "--max-prompt-tokens",
+        ),
     ],
-)  # fmt: skip
+)
 def test_over_a_limit_is_400_naming_the_flag(model_dir, route, body, limits, param, flag):
     resp = make_client(model_dir, **limits).post(f"/v1/{route}", json=body, headers=AUTH)
     assert resp.status_code == 400, resp.text
@@ -331,29 +422,55 @@ def test_over_a_limit_is_400_naming_the_flag(model_dir, route, body, limits, par
 
 
 def test_limit_flags_reach_the_cli():
-    args = build_parser().parse_args(["serve", "model", "--checkpoint", "m", "--max-messages",
-                                      "3", "--max-chat-chars", "99", "--max-logprobs", "1"])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "model",
+            "--checkpoint",
+            "m",
+            "--max-messages",
+            "3",
+            "--max-chat-chars",
+            "99",
+            "--max-logprobs",
+            "1",
+        ]
+    )
     assert (args.limit_max_messages, args.limit_max_chat_chars, args.limit_max_logprobs) == (
-        3, 99, 1)  # fmt: skip
+        3,
+        99,
+        1,
+    )
 
 
 def test_the_openai_client_speaks_to_both_routes(client, tok):
     """The `openai` package itself, over the in-process app, parses our answers."""
-    api = openai.OpenAI(api_key="k", base_url="http://testserver/v1", http_client=client,
-                        max_retries=0)  # fmt: skip
-    scored = api.completions.create(model="tiny", prompt=PROMPT, echo=True, max_tokens=0,
-                                    logprobs=1, temperature=0)  # fmt: skip
+    api = openai.OpenAI(
+        api_key="k", base_url="http://testserver/v1", http_client=client, max_retries=0
+    )
+    scored = api.completions.create(
+        model="tiny", prompt=PROMPT, echo=True, max_tokens=0, logprobs=1, temperature=0
+    )
     assert scored.choices[0].logprobs.token_logprobs[0] is None
     assert len(scored.choices[0].logprobs.tokens) == len(tok(PROMPT).input_ids)
-    chat = api.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                       max_completion_tokens=3, temperature=0, logprobs=True,
-                                       top_logprobs=1)  # fmt: skip
+    chat = api.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "hi"}],
+        max_completion_tokens=3,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=1,
+    )
     assert chat.choices[0].message.role == "assistant"
     assert len(chat.choices[0].logprobs.content) == chat.usage.completion_tokens
     stream = api.chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True,
-        stream_options={"include_usage": True}, temperature=0,
-    )  # fmt: skip
+        model="tiny",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=3,
+        stream=True,
+        stream_options={"include_usage": True},
+        temperature=0,
+    )
     parts = list(stream)
     text = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
     assert text == chat.choices[0].message.content and parts[-1].usage.completion_tokens == 3

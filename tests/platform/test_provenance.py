@@ -20,8 +20,10 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the gi
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo, check=True, capture_output=True,
-    )  # fmt: skip
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -39,8 +41,18 @@ def checkout(tmp_path: Path) -> Path:
 def test_a_run_dir_records_its_provenance(tmp_path):
     ctx = RunContext.create("lm", build_config(LMConfig, "smoke"), runs_dir=tmp_path)
     data = json.loads((ctx.run_dir / "provenance.json").read_text())
-    for key in ("created_at", "rayworks", "git", "packages", "python", "platform", "hostname",
-                "ray", "command", "command_line"):  # fmt: skip
+    for key in (
+        "created_at",
+        "rayworks",
+        "git",
+        "packages",
+        "python",
+        "platform",
+        "hostname",
+        "ray",
+        "command",
+        "command_line",
+    ):
         assert key in data, key
     for package in ("rayworks", "ray", "torch", "tokenizers", "pyarrow", "numpy", "pydantic"):
         assert data["packages"][package], package
@@ -52,8 +64,9 @@ def test_a_run_dir_records_its_provenance(tmp_path):
 @needs_git
 def test_the_dirty_flag_follows_the_checkout(checkout):
     clean = provenance.collect(command=["rayworks"], source_dir=checkout / "pkg").git
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert clean is not None and clean.commit == head and not clean.dirty
     (checkout / "pkg" / "mod.py").write_text("x = 2\n")
     dirty = provenance.collect(command=["rayworks"], source_dir=checkout / "pkg").git
@@ -80,11 +93,24 @@ def test_without_git_the_run_still_gets_a_record(tmp_path, monkeypatch):
 
 def test_secrets_in_the_command_are_redacted():
     argv = [
-        "rayworks", "serve", "model", "--api-key", "sk-live-1", "--api-key-file", "/keys/k",
-        "--set", "reward.kwargs.api_key=sk-live-2", "--set=db.password=hunter2",
-        "--env", "HF_TOKEN=hf_live_3", "--tracking-uri", "https://me:pw-live-4@mlflow:5000",
-        "-s", "tokenizer.vocab_size=512", "--token=tok-live-5",
-    ]  # fmt: skip
+        "rayworks",
+        "serve",
+        "model",
+        "--api-key",
+        "sk-live-1",
+        "--api-key-file",
+        "/keys/k",
+        "--set",
+        "reward.kwargs.api_key=sk-live-2",
+        "--set=db.password=hunter2",
+        "--env",
+        "HF_TOKEN=hf_live_3",
+        "--tracking-uri",
+        "https://me:pw-live-4@mlflow:5000",
+        "-s",
+        "tokenizer.vocab_size=512",
+        "--token=tok-live-5",
+    ]
     record = provenance.collect(command=argv)
     text = json.dumps(record.model_dump(mode="json"))
     for secret in ("sk-live-1", "sk-live-2", "hunter2", "hf_live_3", "pw-live-4", "tok-live-5"):

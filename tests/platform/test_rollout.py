@@ -88,9 +88,11 @@ def test_greedy_equals_transformers_generate(engine):
     rollouts = engine.generate(PROMPTS, 1, SamplingConfig(temperature=0, max_new_tokens=10))
     for r in rollouts:
         ref = engine.model.generate(
-            input_ids=torch.tensor([r.prompt_ids]), max_new_tokens=10, do_sample=False,
+            input_ids=torch.tensor([r.prompt_ids]),
+            max_new_tokens=10,
+            do_sample=False,
             pad_token_id=engine.pad,
-        )[0, len(r.prompt_ids) :].tolist()  # fmt: skip
+        )[0, len(r.prompt_ids) :].tolist()
         assert r.completion_ids == ref[: len(r.completion_ids)]
         assert len(r.completion_ids) == len(ref) or not r.finished
 

@@ -217,8 +217,14 @@ def test_max_tokens_is_capped_by_context(server) -> None:
 
 
 def test_kv_policy_over_http_reports_the_memory_saved(server) -> None:
-    body = ok(server, prompt="the quick brown fox jumps", max_tokens=8, temperature=0,
-              kv_policy="snapkv", kv_budget=6)  # fmt: skip
+    body = ok(
+        server,
+        prompt="the quick brown fox jumps",
+        max_tokens=8,
+        temperature=0,
+        kv_policy="snapkv",
+        kv_budget=6,
+    )
     kv = body["usage"]["kv_cache"]
     assert kv["policy"] == "snapkv" and 0 < kv["bytes"] < kv["bytes_full"]
     assert kv["bytes_saved"] == kv["bytes_full"] - kv["bytes"]
@@ -319,8 +325,11 @@ def test_the_endpoint_listens_on_loopback_only(server) -> None:
 
     port = server["kwargs"]["port"]
     assert complete(server, prompt="ab", max_tokens=1).status_code == 200
-    binds = [c.laddr.ip for c in psutil.net_connections("inet")
-             if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
+    binds = [
+        c.laddr.ip
+        for c in psutil.net_connections("inet")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
     assert binds and all(ip.startswith("127.") for ip in binds), binds
 
 

@@ -40,8 +40,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     tok = train_tokenizer(TokenizerSpec(), TEXTS)
     spec = DecoderSpec(d_model=32, n_layer=1, n_head=2, max_seq_len=LONG + 64)
-    model = build_decoder(spec, vocab_size=len(tok), bos=tok.bos_token_id,
-                          eos=tok.eos_token_id, pad=tok.pad_token_id)  # fmt: skip
+    model = build_decoder(
+        spec, vocab_size=len(tok), bos=tok.bos_token_id, eos=tok.eos_token_id, pad=tok.pad_token_id
+    )
     path = tmp_path_factory.mktemp("long-lm")
     model.save_pretrained(path)
     tok.save_pretrained(path)
@@ -52,8 +53,13 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(ray_session, model_dir: Path):
     from ray import serve
 
-    kwargs = dict(port=free_port(), api_key=KEY, model_name="tiny", blocking=False,
-                  limits=ServeLimits(max_new_tokens=LONG))  # fmt: skip
+    kwargs = dict(
+        port=free_port(),
+        api_key=KEY,
+        model_name="tiny",
+        blocking=False,
+        limits=ServeLimits(max_new_tokens=LONG),
+    )
     url = serve_model(model_dir, **kwargs)
     yield {"url": url, "model_dir": model_dir, "kwargs": kwargs}
     serve.shutdown()
@@ -83,8 +89,10 @@ def open_request(url: str, body: dict, path: str = "/v1/completions") -> socket.
     """A request sent on a raw socket (so the test decides when the connection closes)."""
     where = urlsplit(url)
     payload = json.dumps(body).encode()
-    head = (f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
     sock = socket.create_connection((where.hostname, where.port), timeout=30)
     sock.sendall(head.encode() + payload)
     return sock
@@ -111,8 +119,9 @@ def test_disconnect_stops_the_generation_and_frees_its_slot(server, stream: bool
     print(f"\ndisconnect (stream={stream}): generation stopped {took:.2f}s after close")
     assert after[f"{GENERATED_TOKENS}_total"] < 64 * LONG  # cut short, not run to the end
     wait_for(lambda: closed_count(url) > closed_before, 10, "the request counted as 499")
-    resp = requests.post(f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3},
-                         headers=AUTH, timeout=30)  # fmt: skip
+    resp = requests.post(
+        f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3}, headers=AUTH, timeout=30
+    )
     assert resp.status_code == 200, resp.text  # the slot serves the next request
 
 
@@ -121,14 +130,21 @@ def test_series_reach_rays_metrics_export(server) -> None:
     (prefixed `ray_`) with the replica's deployment and application tags, about every 10 s."""
     import ray
 
-    reply = requests.post(f"{server['url']}/v1/completions", headers=AUTH, timeout=30,
-                          json={"prompt": "hello", "max_tokens": 4, "temperature": 0})  # fmt: skip
+    reply = requests.post(
+        f"{server['url']}/v1/completions",
+        headers=AUTH,
+        timeout=30,
+        json={"prompt": "hello", "max_tokens": 4, "temperature": 0},
+    )
     assert reply.status_code == 200, reply.text
     node = next(n for n in ray.nodes() if n["Alive"])
     export = f"http://127.0.0.1:{node['MetricsExportPort']}/metrics"
-    wanted = re.compile(rf'^ray_{REQUESTS}_total{{[^}}]*application="{APP_NAME}"[^}}]*'
-                        r'deployment="CompletionServer"[^}]*route="/v1/completions"[^}]*'
-                        r'status="200"[^}]*} (\S+)$', re.M)  # fmt: skip
+    wanted = re.compile(
+        rf'^ray_{REQUESTS}_total{{[^}}]*application="{APP_NAME}"[^}}]*'
+        r'deployment="CompletionServer"[^}]*route="/v1/completions"[^}]*'
+        r'status="200"[^}]*} (\S+)$',
+        re.M,
+    )
 
     def exported() -> bool:
         found = wanted.search(requests.get(export, timeout=10).text)
@@ -148,8 +164,10 @@ def sse_lines(resp: requests.Response) -> list[str]:
 def test_time_limit_is_408_and_a_mid_stream_error_is_an_event(server) -> None:
     """A 2 s time limit: the plain answer is a 408 naming --request-timeout; a stream that
     already sent text ends with the error event, then [DONE], then closes."""
-    url = serve_model(server["model_dir"], **{**server["kwargs"],
-                      "limits": ServeLimits(max_new_tokens=LONG, request_timeout_s=2)})  # fmt: skip
+    url = serve_model(
+        server["model_dir"],
+        **{**server["kwargs"], "limits": ServeLimits(max_new_tokens=LONG, request_timeout_s=2)},
+    )
     try:
         start = time.monotonic()
         resp = requests.post(f"{url}/v1/completions", json=LONG_BODY, headers=AUTH, timeout=60)
@@ -158,8 +176,9 @@ def test_time_limit_is_408_and_a_mid_stream_error_is_an_event(server) -> None:
         assert error["code"] == "request_timeout" and "--request-timeout" in error["message"]
         assert time.monotonic() - start < 30
         body = {"prompt": "hello", "max_tokens": LONG, "temperature": 0, "stream": True}
-        with requests.post(f"{url}/v1/completions", json=body, headers=AUTH, stream=True,
-                           timeout=60) as resp:  # fmt: skip
+        with requests.post(
+            f"{url}/v1/completions", json=body, headers=AUTH, stream=True, timeout=60
+        ) as resp:
             assert resp.status_code == 200
             lines = sse_lines(resp)  # returns only once the server closed the stream
     finally:
@@ -176,8 +195,11 @@ def replicas() -> list[dict]:
     """The model app's live replica actors (name, namespace)."""
     import ray
 
-    return [a for a in ray.util.list_named_actors(all_namespaces=True)
-            if a["name"].startswith(f"SERVE_REPLICA::{APP_NAME}#")]  # fmt: skip
+    return [
+        a
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith(f"SERVE_REPLICA::{APP_NAME}#")
+    ]
 
 
 def healthy() -> bool:
@@ -199,8 +221,9 @@ def test_killed_replica_is_replaced_and_the_request_in_flight_ends(server) -> No
     wait_for(healthy, 60, "the app healthy before the kill")
     [victim] = replicas()
     with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(requests.post, f"{url}/v1/completions", json=LONG_BODY,
-                             headers=AUTH, timeout=60)  # fmt: skip
+        future = pool.submit(
+            requests.post, f"{url}/v1/completions", json=LONG_BODY, headers=AUTH, timeout=60
+        )
         wait_for(lambda: running(url) >= 1, 30, "the long generation started")
         ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
         resp = future.result(timeout=90)
@@ -218,6 +241,7 @@ def test_killed_replica_is_replaced_and_the_request_in_flight_ends(server) -> No
 
     took = wait_for(replaced, 60, "Serve replaced the killed replica")
     print(f"replaced within {took:.1f}s")
-    resp = requests.post(f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3},
-                         headers=AUTH, timeout=30)  # fmt: skip
+    resp = requests.post(
+        f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3}, headers=AUTH, timeout=30
+    )
     assert resp.status_code == 200, resp.text

@@ -75,8 +75,12 @@ def test_request_timeout_is_408_and_ends_a_stream_with_an_error_event(model_dir)
     c = client(model_dir, request_timeout_s=1e-6)
     resp = post(c, prompt="1+2", max_tokens=8)
     assert resp.status_code == 408 and "--request-timeout" in resp.json()["error"]["message"]
-    with c.stream("POST", "/v1/completions", headers=AUTH,
-                  json={"prompt": "1+2", "max_tokens": 8, "stream": True}) as resp:  # fmt: skip
+    with c.stream(
+        "POST",
+        "/v1/completions",
+        headers=AUTH,
+        json={"prompt": "1+2", "max_tokens": 8, "stream": True},
+    ) as resp:
         assert resp.status_code == 200  # the status line went out before the time ran out
         lines = [line for line in resp.iter_lines() if line]
     assert lines[-1] == "data: [DONE]"

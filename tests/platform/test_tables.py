@@ -19,14 +19,24 @@ def test_write_table_writes_the_same_rows_to_jsonl_and_markdown(tmp_path) -> Non
 
     from rayworks.platform.tables import Column, write_table
 
-    rows = [{"arm": "vulcan", "acc": 0.94444, "gap": None, "extra": [1, 2]},
-            {"arm": "direct", "acc": math.nan}]  # fmt: skip
-    md = write_table(tmp_path, rows, ["arm", Column("acc", "S-test acc", ".2%"),
-                                      Column("gap", "prune gap")], title="r = 0.8")  # fmt: skip
+    rows = [
+        {"arm": "vulcan", "acc": 0.94444, "gap": None, "extra": [1, 2]},
+        {"arm": "direct", "acc": math.nan},
+    ]
+    md = write_table(
+        tmp_path,
+        rows,
+        ["arm", Column("acc", "S-test acc", ".2%"), Column("gap", "prune gap")],
+        title="r = 0.8",
+    )
     assert md.read_text().splitlines() == [
-        "r = 0.8", "", "| arm | S-test acc | prune gap |", "|---|---|---|",
-        "| vulcan | 94.44% | - |", "| direct | - | - |",
-    ]  # fmt: skip
+        "r = 0.8",
+        "",
+        "| arm | S-test acc | prune gap |",
+        "|---|---|---|",
+        "| vulcan | 94.44% | - |",
+        "| direct | - | - |",
+    ]
     back = [json.loads(line) for line in (tmp_path / "table.jsonl").read_text().splitlines()]
     assert back[0] == {"arm": "vulcan", "acc": 0.94444, "gap": None, "extra": [1, 2]}
     assert math.isnan(back[1]["acc"]) and len(back) == 2

@@ -103,8 +103,10 @@ def test_an_mlflow_failure_warns_and_keeps_the_run(tmp_path, capsys):
     tracker = MLflowTracker("nosuchscheme://tracking")
     assert tracker.log_run(run_dir) is None
     assert "failed while logging run" in capsys.readouterr().err
-    assert tracker.disabled and tracker.start_parent(run_dir, kind="bench", pipeline="toy",
-                                                     params={}) is None  # fmt: skip
+    assert (
+        tracker.disabled
+        and tracker.start_parent(run_dir, kind="bench", pipeline="toy", params={}) is None
+    )
     assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
@@ -121,10 +123,16 @@ def test_tracking_flags_are_checked_before_anything_runs(capsys, tmp_path, monke
 def test_each_trial_of_a_sweep_is_a_child_run(ray_session, tmp_path):
     uri = (tmp_path / "store").as_uri()
     sweep_dir = tune.sweep(
-        "lm_plain", params=["train.lr=grid:0.003,0.0001"], preset="smoke", overrides=FAST,
-        samples=1, metric="val_loss", mode="min", runs_dir=tmp_path / "runs",
+        "lm_plain",
+        params=["train.lr=grid:0.003,0.0001"],
+        preset="smoke",
+        overrides=FAST,
+        samples=1,
+        metric="val_loss",
+        mode="min",
+        runs_dir=tmp_path / "runs",
         tracking=TrackingConfig(backend="mlflow", uri=uri),
-    )  # fmt: skip
+    )
     runs = _runs(uri)
     [parent] = [r for r in runs if r.data.tags.get("rayworks.kind") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
@@ -175,8 +183,12 @@ def test_a_bench_is_a_parent_run_with_a_child_per_arm_and_seed(tmp_path, monkeyp
     monkeypatch.setattr(bench, "connect", lambda address=None: None)
     monkeypatch.setattr(bench, "execute", execute)
     uri = (tmp_path / "store").as_uri()
-    result = bench.bench("toymethod", seeds=2, runs_dir=tmp_path / "runs",
-                         tracking=TrackingConfig(backend="mlflow", uri=uri))  # fmt: skip
+    result = bench.bench(
+        "toymethod",
+        seeds=2,
+        runs_dir=tmp_path / "runs",
+        tracking=TrackingConfig(backend="mlflow", uri=uri),
+    )
     runs = _runs(uri)
     [parent] = [r for r in runs if r.data.tags.get("rayworks.kind") == "bench"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]

@@ -87,5 +87,10 @@ def test_two_trial_asha_sweep_sees_what_the_run_logs(ray_session, tmp_path):
 def test_a_job_trial_that_cannot_fit_beside_its_driver_fails_before_tune_starts(ray_session):
     """lm with 2 workers x 1 CPU needs the session's 2 CPUs plus the trial driver's 0.01."""
     with pytest.raises(ConfigError, match=r"needs 2 CPU .* plus 0\.01 for its driver"):
-        tune.sweep("lm", params=["train.lr=grid:0.003"], preset="smoke",
-                   overrides=["train.num_workers=2"], samples=1)  # fmt: skip
+        tune.sweep(
+            "lm",
+            params=["train.lr=grid:0.003"],
+            preset="smoke",
+            overrides=["train.num_workers=2"],
+            samples=1,
+        )

@@ -91,8 +91,7 @@ def test_vllm_vlm_rollouts_match_the_hf_forward_and_sync(tmp_path):
     examples = get_task("shapes").examples(3, "test", 0)
     tok = train_tokenizer(TokenizerSpec(), [e.text for e in examples] + ["0123456789"])
     torch.manual_seed(0)
-    spec = VLMSpec(vision_d=64, text=DecoderSpec(d_model=128, n_layer=2, n_head=2,
-                                                 max_seq_len=128))  # fmt: skip
+    spec = VLMSpec(vision_d=64, text=DecoderSpec(d_model=128, n_layer=2, n_head=2, max_seq_len=128))
     model, processor = build_vlm(spec, tok)
     model.save_pretrained(tmp_path)
     processor.save_pretrained(tmp_path)

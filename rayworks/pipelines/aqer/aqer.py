@@ -78,9 +78,12 @@ def optimise_pair(rho: np.ndarray, tol: float, max_evals: int, init_step: float)
     x0 = np.zeros(N_STEP1_PARAMS)
     simplex = np.vstack([x0, x0 + init_step * np.eye(N_STEP1_PARAMS)])
     res = minimize(
-        pair_objective, x0, args=(rho,), method="Nelder-Mead",
+        pair_objective,
+        x0,
+        args=(rho,),
+        method="Nelder-Mead",
         options={"xatol": tol, "fatol": tol, "maxfev": max_evals, "initial_simplex": simplex},
-    )  # fmt: skip
+    )
     return float(res.fun), np.asarray(res.x)
 
 

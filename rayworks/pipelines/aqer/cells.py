@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("folders", nargs="+", type=Path)
     args = ap.parse_args(argv)
     settings, cells = collect(args.folders)
-    print(f"N = {settings.get('n_qubits')}, gate_count = {settings.get('gate_count')}; "
-          "mean infidelity [95% t-interval] (seeds)\n")  # fmt: skip
+    print(
+        f"N = {settings.get('n_qubits')}, gate_count = {settings.get('gate_count')}; "
+        "mean infidelity [95% t-interval] (seeds)\n"
+    )
     print("\n".join(headline_lines(cells)))
     print()
     print("\n".join(cell_lines(cells)))

@@ -120,8 +120,12 @@ class AqerConfig(PipelineConfig):
             "n_qubits": 5,
             "gates": [4, 8],
             "headline_gates": 8,
-            "targets": {"n_digits": 1, "tfim_fields": [1.0], "n_brickwork": 1,
-                        "brickwork_depth": 3},
+            "targets": {
+                "n_digits": 1,
+                "tfim_fields": [1.0],
+                "n_brickwork": 1,
+                "brickwork_depth": 3,
+            },
             "aqer": {"adam_steps": 20, "nm_max_evals": 300},
             "hec": {"adam_steps": 20, "restarts": 1},
             "scaling_qubits": [],
@@ -134,7 +138,7 @@ class AqerConfig(PipelineConfig):
             "targets": {"families": ["tfim"]},
             "scaling_qubits": [],
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("aqer", description="loader this run reports (headline)")
     compare: list[Arm] = Field(

@@ -53,12 +53,14 @@ def mps_layer_cnots(target: np.ndarray, max_layers: int, chi: int = 2) -> list[d
         gates = mps_layer_gates(right_canonical_mps(psi.numpy(), chi))
         for site in range(n - 2, -1, -1):
             psi = apply_2q(psi, torch.from_numpy(gates[site].conj().T), site, site + 1)
-        rows.append({
-            "layer": k,
-            "infidelity": 1.0 - float(abs(psi.reshape(-1)[0]) ** 2),
-            "cnots_charged": len(gates) * GATE_COST["cnot"]["su4"],
-            "cnots_min": sum(min_cnots(g) for g in gates),
-        })  # fmt: skip
+        rows.append(
+            {
+                "layer": k,
+                "infidelity": 1.0 - float(abs(psi.reshape(-1)[0]) ** 2),
+                "cnots_charged": len(gates) * GATE_COST["cnot"]["su4"],
+                "cnots_min": sum(min_cnots(g) for g in gates),
+            }
+        )
     return rows
 
 
@@ -68,8 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--fields", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     args = ap.parse_args(argv)
-    print("| TFIM h | layers k | infidelity | CNOTs charged (3 per gate), cumulative "
-          "| CNOTs minimal (as built), cumulative |")  # fmt: skip
+    print(
+        "| TFIM h | layers k | infidelity | CNOTs charged (3 per gate), cumulative "
+        "| CNOTs minimal (as built), cumulative |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for h in args.fields:
         charged = minimal = 0

@@ -25,18 +25,27 @@ BOUND_TOL = 1e-9
 
 def build_target(spec: dict[str, Any]) -> np.ndarray:
     return make_target(
-        spec["family"], spec["n_qubits"], spec["index"], tfim_fields=spec["tfim_fields"],
-        depth=spec["depth"], seed=spec["seed"],
-    )  # fmt: skip
+        spec["family"],
+        spec["n_qubits"],
+        spec["index"],
+        tfim_fields=spec["tfim_fields"],
+        depth=spec["depth"],
+        seed=spec["seed"],
+    )
 
 
 def step_one_piece(spec: dict[str, Any], n_blocks: int, settings: dict[str, Any]) -> dict:
     """Step I to `n_blocks` blocks on one target: pairs, parameters, S after each block."""
     t0 = time.perf_counter()
     one = step_one(
-        build_target(spec), n_blocks, settings["nm_tol"], settings["nm_max_evals"],
-        settings["nm_init_step"], settings["pair_order"], np.random.default_rng(spec["seed"]),
-    )  # fmt: skip
+        build_target(spec),
+        n_blocks,
+        settings["nm_tol"],
+        settings["nm_max_evals"],
+        settings["nm_init_step"],
+        settings["pair_order"],
+        np.random.default_rng(spec["seed"]),
+    )
     return {
         "pairs": one.pairs,
         "params": one.params.tolist(),
@@ -53,11 +62,14 @@ def aqer_piece(
     target = build_target(spec)
     n = target.ndim
     row = steps_two_three(
-        target, [tuple(p) for p in one["pairs"][:n_blocks]],
+        target,
+        [tuple(p) for p in one["pairs"][:n_blocks]],
         np.asarray(one["params"], dtype=float)[:n_blocks],
-        adam_steps=settings["adam_steps"], lr=settings["lr"], init=settings["init"],
+        adam_steps=settings["adam_steps"],
+        lr=settings["lr"],
+        init=settings["init"],
         seed=spec["seed"],
-    )  # fmt: skip
+    )
     s2, s3 = row["entropy_step1"], row["entropy_final"]
     row["f1"], row["f2"] = float(f1(s2, n)), float(f2(s2))
     row["f1_final"] = float(f1(s3, n))
@@ -73,9 +85,13 @@ def aqer_piece(
 def hec_piece(spec: dict[str, Any], n_rzz: int, settings: dict[str, Any]) -> dict[str, float]:
     t0 = time.perf_counter()
     row = hec_load(
-        build_target(spec), n_rzz, steps=settings["adam_steps"], lr=settings["lr"],
-        restarts=settings["restarts"], seed=spec["seed"],
-    )  # fmt: skip
+        build_target(spec),
+        n_rzz,
+        steps=settings["adam_steps"],
+        lr=settings["lr"],
+        restarts=settings["restarts"],
+        seed=spec["seed"],
+    )
     return {**row, "seconds": time.perf_counter() - t0}
 
 
@@ -95,8 +111,9 @@ def scaling_piece(
     t0 = time.perf_counter()
     target = tfim_state(n_qubits, 1.0)
     t_target = time.perf_counter() - t0
-    one = step_one(target, n_blocks, settings["nm_tol"], settings["nm_max_evals"],
-                   settings["nm_init_step"])  # fmt: skip
+    one = step_one(
+        target, n_blocks, settings["nm_tol"], settings["nm_max_evals"], settings["nm_init_step"]
+    )
     row = steps_two_three(target, one.pairs, one.params, adam_steps=0, lr=settings["lr"])
     return _scaling_row(n_qubits, n_blocks, one.entropy[0], row, t_target, t0) | {
         "path": "statevector"
@@ -113,10 +130,15 @@ def scaling_piece_mps(
     )
     t_target = time.perf_counter() - t0
     one, reduced, dropped = step_one_mps(
-        target, n_blocks, settings["nm_tol"], settings["nm_max_evals"],
-        settings["nm_init_step"], max_bond=mps["max_bond"], cutoff=mps["cutoff"],
+        target,
+        n_blocks,
+        settings["nm_tol"],
+        settings["nm_max_evals"],
+        settings["nm_init_step"],
+        max_bond=mps["max_bond"],
+        cutoff=mps["cutoff"],
         pair_range=mps["pair_range"],
-    )  # fmt: skip
+    )
     row = step_two_mps(target, reduced, one, mps["max_bond"], mps["cutoff"])
     out = _scaling_row(n_qubits, n_blocks, one.entropy[0], row, t_target, t0)
     return out | {

@@ -35,11 +35,17 @@ def target_specs(cfg: AqerConfig) -> list[dict[str, Any]]:
     for family in t.families:
         for index in range(counts[family]):
             label = f"h={t.tfim_fields[index]}" if family == "tfim" else str(index)
-            specs.append({
-                "family": family, "index": index, "name": f"{family}/{label}",
-                "n_qubits": cfg.n_qubits, "tfim_fields": t.tfim_fields,
-                "depth": t.brickwork_depth, "seed": cfg.seed,
-            })  # fmt: skip
+            specs.append(
+                {
+                    "family": family,
+                    "index": index,
+                    "name": f"{family}/{label}",
+                    "n_qubits": cfg.n_qubits,
+                    "tfim_fields": t.tfim_fields,
+                    "depth": t.brickwork_depth,
+                    "seed": cfg.seed,
+                }
+            )
     return specs
 
 
@@ -51,28 +57,62 @@ def plan_stages(cfg: AqerConfig, specs: list[dict[str, Any]]) -> tuple[list[dict
     max_blocks = max(cfg.gates) // per_block
     first: list[dict] = []
     if "aqer" in arms:
-        first += [{"kind": "step_one", "spec": s, "n_blocks": max_blocks,
-                   "settings": cfg.aqer.model_dump()} for s in specs]  # fmt: skip
+        first += [
+            {
+                "kind": "step_one",
+                "spec": s,
+                "n_blocks": max_blocks,
+                "settings": cfg.aqer.model_dump(),
+            }
+            for s in specs
+        ]
     if "mps" in arms:
-        first += [{"kind": "mps", "spec": s, "max_layers": max(cfg.gates) // layer_cost,
-                   "chi": cfg.mps_chi} for s in specs]  # fmt: skip
+        first += [
+            {
+                "kind": "mps",
+                "spec": s,
+                "max_layers": max(cfg.gates) // layer_cost,
+                "chi": cfg.mps_chi,
+            }
+            for s in specs
+        ]
     if cfg.arm == "aqer":
-        mps_settings = {"max_bond": cfg.mps_max_bond, "cutoff": cfg.mps_cutoff,
-                        "pair_range": cfg.mps_pair_range}  # fmt: skip
-        first += [{"kind": "scaling", "n_qubits": n,
-                   "n_blocks": cfg.scaling_blocks_per_qubit * n,
-                   "settings": cfg.aqer.model_dump(),
-                   "mps": mps_settings if n > cfg.mps_above else None}
-                  for n in cfg.scaling_qubits]  # fmt: skip
+        mps_settings = {
+            "max_bond": cfg.mps_max_bond,
+            "cutoff": cfg.mps_cutoff,
+            "pair_range": cfg.mps_pair_range,
+        }
+        first += [
+            {
+                "kind": "scaling",
+                "n_qubits": n,
+                "n_blocks": cfg.scaling_blocks_per_qubit * n,
+                "settings": cfg.aqer.model_dump(),
+                "mps": mps_settings if n > cfg.mps_above else None,
+            }
+            for n in cfg.scaling_qubits
+        ]
     second = []
     for s in specs:
         for g in cfg.gates:
             if "aqer" in arms:
-                second.append({"kind": "aqer", "spec": s, "n_blocks": g // per_block,
-                               "settings": cfg.aqer.model_dump()})  # fmt: skip
+                second.append(
+                    {
+                        "kind": "aqer",
+                        "spec": s,
+                        "n_blocks": g // per_block,
+                        "settings": cfg.aqer.model_dump(),
+                    }
+                )
             if "hec" in arms:
-                second.append({"kind": "hec", "spec": s, "n_rzz": g // per_block,
-                               "settings": cfg.hec.model_dump()})  # fmt: skip
+                second.append(
+                    {
+                        "kind": "hec",
+                        "spec": s,
+                        "n_rzz": g // per_block,
+                        "settings": cfg.hec.model_dump(),
+                    }
+                )
     return first, second
 
 
@@ -89,8 +129,16 @@ def rows_of(cfg: AqerConfig, call: dict, result: dict) -> list[dict[str, Any]]:
         for g in cfg.gates:
             layers = g // layer_cost
             inf = result["curve"][layers - 1] if layers else 1.0
-            rows.append({"arm": "mps", **base, "g": g, "g_used": layers * layer_cost,
-                         "infidelity": inf, "seconds": result["seconds"]})  # fmt: skip
+            rows.append(
+                {
+                    "arm": "mps",
+                    **base,
+                    "g": g,
+                    "g_used": layers * layer_cost,
+                    "infidelity": inf,
+                    "seconds": result["seconds"],
+                }
+            )
         return rows
     used = (call["n_blocks"] if kind == "aqer" else call["n_rzz"]) * block_cost(cfg.gate_count)
     keep = {k: v for k, v in result.items() if k not in ("kind", "g_used")}
@@ -113,9 +161,14 @@ def run_loaders(cfg: AqerConfig, ctx: RunContext) -> dict[str, float]:
             call = calls[i]
             if result["kind"] == "step_one":
                 step_ones[call["spec"]["name"]] = result
-                ctx.log(done[0], piece="step_one", target=call["spec"]["name"],
-                        entropy_target=result["entropy"][0],
-                        entropy_step1=result["entropy"][-1], seconds=result["seconds"])  # fmt: skip
+                ctx.log(
+                    done[0],
+                    piece="step_one",
+                    target=call["spec"]["name"],
+                    entropy_target=result["entropy"][0],
+                    entropy_step1=result["entropy"][-1],
+                    seconds=result["seconds"],
+                )
             elif result["kind"] == "scaling":
                 row = {k: v for k, v in result.items() if k != "kind"}
                 scaling.append(row)

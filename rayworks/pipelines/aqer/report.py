@@ -52,14 +52,18 @@ def summarise(
             if arm == "aqer":
                 summary[f"aqer_step2_infidelity_g{g}"] = _mean(rows, "infidelity_step2")
         for fam in cfg.targets.families:
-            rows = [r for r in table if r["arm"] == arm and r["family"] == fam
-                    and r["g"] == cfg.headline_gates]  # fmt: skip
+            rows = [
+                r
+                for r in table
+                if r["arm"] == arm and r["family"] == fam and r["g"] == cfg.headline_gates
+            ]
             summary[f"{arm}_{fam}_infidelity"] = _mean(rows)
     if any(r["arm"] == "aqer" for r in table):
         aq = [r for r in table if r["arm"] == "aqer"]
         summary["bound_violations"] = float(bound_violations(table))
-        summary["infidelity_step2"] = _mean([r for r in aq if r["g"] == cfg.headline_gates],
-                                            "infidelity_step2")  # fmt: skip
+        summary["infidelity_step2"] = _mean(
+            [r for r in aq if r["g"] == cfg.headline_gates], "infidelity_step2"
+        )
         summary["finetune_worse"] = float(sum(r["infidelity"] > r["finetune_start"] for r in aq))
     summary.update(win_rates(table))
     if cfg.arm == "aqer" and {"hec", "mps"} <= set(cfg.compare) and "win_rate" in summary:
@@ -91,12 +95,16 @@ def write_table(
     ]
     for r in table:
         if r["arm"] == "aqer":
-            extra = (f"{r['infidelity_step2']:.4f} | {r['entropy_step1']:.3f} | {r['f1']:.4f} "
-                     f"| {r['f2']:.4f} | {'yes' if r['step2_in_bounds'] and r['final_above_f1'] else 'NO'}")  # fmt: skip
+            extra = (
+                f"{r['infidelity_step2']:.4f} | {r['entropy_step1']:.3f} | {r['f1']:.4f} "
+                f"| {r['f2']:.4f} | {'yes' if r['step2_in_bounds'] and r['final_above_f1'] else 'NO'}"
+            )
         else:
             extra = "- | - | - | - | -"
-        lines.append(f"| {r['target']} | {r['g']} | {r['arm']} | {r['g_used']} "
-                     f"| {r['infidelity']:.4f} | {extra} |")  # fmt: skip
+        lines.append(
+            f"| {r['target']} | {r['g']} | {r['arm']} | {r['g_used']} "
+            f"| {r['infidelity']:.4f} | {extra} |"
+        )
     if scaling:
         ctx.write_jsonl("scaling.jsonl", scaling)
         lines += scaling_lines(scaling)
@@ -106,12 +114,16 @@ def write_table(
 
 def scaling_lines(scaling: list[dict[str, Any]]) -> list[str]:
     """The scaling table: state vector up to `mps_above`, MPS (TEBD target) beyond."""
-    lines = ["", "AQER Steps I-II on the TFIM (h = 1) ground state (sv = state vector, "
-             "mps = MPS path; χ = max bond of target / reduced state; discarded = summed "
-             "SVD weight of TEBD / Step I):", "",
-             "| N | path | blocks T | S target | S after Step I | Step II infidelity | f1 | f2 "
-             "| in bounds | χ | discarded | seconds |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]  # fmt: skip
+    lines = [
+        "",
+        "AQER Steps I-II on the TFIM (h = 1) ground state (sv = state vector, "
+        "mps = MPS path; χ = max bond of target / reduced state; discarded = summed "
+        "SVD weight of TEBD / Step I):",
+        "",
+        "| N | path | blocks T | S target | S after Step I | Step II infidelity | f1 | f2 "
+        "| in bounds | χ | discarded | seconds |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
+    ]
     for r in sorted(scaling, key=lambda r: r["n_qubits"]):
         mps = r.get("path") == "mps"
         chi = f"{r['bond_target']} / {r['bond_reduced']}" if mps else "exact"
@@ -134,8 +146,13 @@ def scaling_plot(ctx: RunContext, scaling: list[dict[str, Any]]) -> None:
     n = [r["n_qubits"] for r in rows]
     fig, ax = subplots(figsize=(5.5, 4))
     ax.plot(n, [r["infidelity_step2"] for r in rows], "-o", label="Step II infidelity")
-    ax.fill_between(n, [r["f1"] for r in rows], [min(r["f2"], 1.0) for r in rows],
-                    alpha=0.2, label="[f1(S), f2(S)]")  # fmt: skip
+    ax.fill_between(
+        n,
+        [r["f1"] for r in rows],
+        [min(r["f2"], 1.0) for r in rows],
+        alpha=0.2,
+        label="[f1(S), f2(S)]",
+    )
     ax.set_xlabel("qubits N (TFIM h = 1)")
     ax.set_ylabel("infidelity")
     ax.legend(fontsize=8, loc="upper left")
@@ -159,8 +176,20 @@ def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -
             for key, style in (("infidelity", "-o"), ("infidelity_step2", "--x")):
                 if key == "infidelity_step2" and arm != "aqer":
                     continue
-                pts = [(g, _mean([r for r in table if r["arm"] == arm and r["family"] == fam
-                                  and r["g"] == g], key)) for g in cfg.gates]  # fmt: skip
+                pts = [
+                    (
+                        g,
+                        _mean(
+                            [
+                                r
+                                for r in table
+                                if r["arm"] == arm and r["family"] == fam and r["g"] == g
+                            ],
+                            key,
+                        ),
+                    )
+                    for g in cfg.gates
+                ]
                 label = arm if key == "infidelity" else "aqer (no Step III)"
                 ax.plot(*zip(*pts, strict=True), style, label=label)
         ax.set_yscale("log")
@@ -179,10 +208,19 @@ def write_plots(ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]]) -
     s = np.linspace(0, s_max, 200)
     ax.plot(s, f1(s, cfg.n_qubits), "k-", label="f1(S) lower")
     ax.plot(s, np.minimum(f2(s), 1.0), "k--", label="f2(S) upper")
-    ax.scatter([r["entropy_step1"] for r in aq], [r["infidelity_step2"] for r in aq],
-               s=14, label="after Step II")  # fmt: skip
-    ax.scatter([r["entropy_final"] for r in aq], [r["infidelity"] for r in aq], s=14,
-               marker="x", label="after Step III")  # fmt: skip
+    ax.scatter(
+        [r["entropy_step1"] for r in aq],
+        [r["infidelity_step2"] for r in aq],
+        s=14,
+        label="after Step II",
+    )
+    ax.scatter(
+        [r["entropy_final"] for r in aq],
+        [r["infidelity"] for r in aq],
+        s=14,
+        marker="x",
+        label="after Step III",
+    )
     ax.set_xlabel("total Rényi-2 entropy S of V|v>")
     ax.set_ylabel("infidelity")
     ax.set_title("Theorem 3.1 bounds (reconstructed)")

@@ -85,8 +85,9 @@ def brickwork_state(n_qubits: int, depth: int, seed: int) -> np.ndarray:
     return psi.numpy()
 
 
-def make_target(family: str, n_qubits: int, index: int, *, tfim_fields: list[float],
-                depth: int, seed: int) -> np.ndarray:  # fmt: skip
+def make_target(
+    family: str, n_qubits: int, index: int, *, tfim_fields: list[float], depth: int, seed: int
+) -> np.ndarray:
     """Target `index` of `family` (digit image index / field h = tfim_fields[index] / seed)."""
     if family == "digits":
         return digits_state(n_qubits, index)

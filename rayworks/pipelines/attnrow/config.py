@@ -104,20 +104,35 @@ class AttnRowConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "n_ref": 512, "n_grid": [256, 512, 1024], "spectrum_n": 256,
-            "landmark_multiples": [1.0, 4.0], "headline_multiple": 4.0,
-            "samples": 512, "sample_grid": [128, 512, 2048], "sample_seeds": 2,
+            "n_ref": 512,
+            "n_grid": [256, 512, 1024],
+            "spectrum_n": 256,
+            "landmark_multiples": [1.0, 4.0],
+            "headline_multiple": 4.0,
+            "samples": 512,
+            "sample_grid": [128, 512, 2048],
+            "sample_seeds": 2,
             "landmark_draws": 2,
             "sublinear": {"n_grid": [256, 1024], "exponents": [0.5], "m_at_min_n": 64},
-            "scales": [0.75, 1.0, 1.25], "query_rows": 10, "timing_rows": 10,
-            "lm_input": {"n": 256, "layer": 1,
-                         "lm": {"model": {"d_model": 32, "n_layer": 2, "n_head": 2,
-                                          "max_seq_len": 64},
-                                "n_files": 6, "max_file_kb": 20, "val_fraction": 0.34,
-                                "seq_len": 64, "batch_size": 8, "steps": 20,
-                                "warmup_steps": 2}},
+            "scales": [0.75, 1.0, 1.25],
+            "query_rows": 10,
+            "timing_rows": 10,
+            "lm_input": {
+                "n": 256,
+                "layer": 1,
+                "lm": {
+                    "model": {"d_model": 32, "n_layer": 2, "n_head": 2, "max_seq_len": 64},
+                    "n_files": 6,
+                    "max_file_kb": 20,
+                    "val_fraction": 0.34,
+                    "seq_len": 64,
+                    "batch_size": 8,
+                    "steps": 20,
+                    "warmup_steps": 2,
+                },
+            },
         },
-    }  # fmt: skip
+    }
 
     method: Method = Field("analogue", description="method whose numbers this run reports")
     compare: list[Method] = Field(
@@ -152,10 +167,11 @@ class AttnRowConfig(PipelineConfig):
         "independent: u from m uniform K rows, Z from m other rows ∝ leverage of V",
     )
     landmark_draws: int = Field(
-        5, ge=1,
+        5,
+        ge=1,
         description="landmark draws per (input, method, s); errors are means over them, "
         "with 95% t-intervals (RLS vs uniform is paired by draw)",
-    )  # fmt: skip
+    )
     sample_grid: list[int] = Field(
         default_factory=lambda: [64, 128, 256, 512, 1024, 2048, 4096],
         description="m values of the error-vs-samples sweep (fixed landmarks)",
@@ -185,8 +201,10 @@ class AttnRowConfig(PipelineConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> AttnRowConfig:
-        lists = {key: getattr(self, key)
-                 for key in ("landmark_multiples", "n_grid", "sample_grid", "scales")}  # fmt: skip
+        lists = {
+            key: getattr(self, key)
+            for key in ("landmark_multiples", "n_grid", "sample_grid", "scales")
+        }
         lists["sublinear.n_grid"] = self.sublinear.n_grid
         lists["sublinear.exponents"] = self.sublinear.exponents
         for key, values in lists.items():

@@ -56,16 +56,27 @@ PLAN = {  # method -> (landmarks, normaliser, product)
 
 
 def options(
-    cfg: AttnRowConfig, method: Method, n: int, s: int, m: int | None = None,
+    cfg: AttnRowConfig,
+    method: Method,
+    n: int,
+    s: int,
+    m: int | None = None,
     estimator: str | None = None,
-) -> BuildOptions:  # fmt: skip
+) -> BuildOptions:
     landmarks, norm, prod = PLAN[method]
     return BuildOptions(
-        s=s, m=m or cfg.samples, lam=cfg.lambda_rel * 2 * n, landmarks=landmarks,
-        normaliser=norm, product=prod, inverse=cfg.inverse, pinv_rcond=cfg.pinv_rcond,
-        estimator=estimator or cfg.estimator, rls_oversample=cfg.rls.oversample,
+        s=s,
+        m=m or cfg.samples,
+        lam=cfg.lambda_rel * 2 * n,
+        landmarks=landmarks,
+        normaliser=norm,
+        product=prod,
+        inverse=cfg.inverse,
+        pinv_rcond=cfg.pinv_rcond,
+        estimator=estimator or cfg.estimator,
+        rls_oversample=cfg.rls.oversample,
         rls_leaf_size=cfg.rls.leaf_size,
-    )  # fmt: skip
+    )
 
 
 def build_method(cfg: AttnRowConfig, method: Method, q, k, v, s: int, seed: list[int]):
@@ -108,8 +119,14 @@ def spectrum_piece(cfg: AttnRowConfig, scale: float) -> Row:
     q, k, _ = clustered_tokens(cfg.synthetic, n, cfg.seed, scale)
     ev = kernel_eigenvalues(kernel_points(q, k))
     lam = cfg.lambda_rel * 2 * n
-    return {"table": "spectrum", "scale": scale, "n": n, "s_lambda": statistical_dimension(ev, lam),
-            "top_eigenvalue": float(ev[-1]), "lambda": lam}  # fmt: skip
+    return {
+        "table": "spectrum",
+        "scale": scale,
+        "n": n,
+        "s_lambda": statistical_dimension(ev, lam),
+        "top_eigenvalue": float(ev[-1]),
+        "lambda": lam,
+    }
 
 
 def imbalanced_spectrum_piece(cfg: AttnRowConfig) -> Row:
@@ -118,8 +135,13 @@ def imbalanced_spectrum_piece(cfg: AttnRowConfig) -> Row:
     q, k, _, _ = imbalanced_tokens(cfg.synthetic, cfg.imbalanced, n, cfg.seed)
     ev = kernel_eigenvalues(kernel_points(q, k))
     lam = cfg.lambda_rel * 2 * n
-    return {"table": "spectrum_imb", "n": n, "s_lambda": statistical_dimension(ev, lam),
-            "top_eigenvalue": float(ev[-1]), "lambda": lam}  # fmt: skip
+    return {
+        "table": "spectrum_imb",
+        "n": n,
+        "s_lambda": statistical_dimension(ev, lam),
+        "top_eigenvalue": float(ev[-1]),
+        "lambda": lam,
+    }
 
 
 def draw_seed(cfg: AttnRowConfig, s: int, draw: int) -> list[int]:
@@ -134,9 +156,15 @@ def _with_ci(row: Row, key: str, values: list[float]) -> None:
 
 
 def error_piece(
-    cfg: AttnRowConfig, data: str, method: Method, q, k, v, s_lambda: float,
+    cfg: AttnRowConfig,
+    data: str,
+    method: Method,
+    q,
+    k,
+    v,
+    s_lambda: float,
     minor: np.ndarray | None = None,
-) -> list[Row]:  # fmt: skip
+) -> list[Row]:
     """Median / p90 relative row error of `method` for every landmark multiple, each a mean
     over `landmark_draws` landmark draws (with 95% t-intervals; per-draw values kept for
     paired comparisons); with `minor` (candidate query rows, e.g. those in the small
@@ -160,9 +188,18 @@ def error_piece(
             if minor is not None and len(minor):
                 err_minor = relative_errors(struct.query_many(q[minor]), exact_minor)
                 med_minor.append(float(np.median(err_minor)))
-        row = {"table": "error", "input": data, "method": method, "n": n, "s": s,
-               "multiple": mult, "s_over_slambda": s / s_lambda, "draws": cfg.landmark_draws,
-               "row_err_p90": float(np.mean(p90)), "build_s": build_s / cfg.landmark_draws}  # fmt: skip
+        row = {
+            "table": "error",
+            "input": data,
+            "method": method,
+            "n": n,
+            "s": s,
+            "multiple": mult,
+            "s_over_slambda": s / s_lambda,
+            "draws": cfg.landmark_draws,
+            "row_err_p90": float(np.mean(p90)),
+            "build_s": build_s / cfg.landmark_draws,
+        }
         _with_ci(row, "row_err", med)
         if minor is not None:
             if len(minor):
@@ -175,9 +212,18 @@ def error_piece(
 
 
 def sampled_errors(
-    cfg: AttnRowConfig, ref: AttentionRows, q, k, v, rows: np.ndarray, m: int, rep: int,
-    estimator: str, exact: np.ndarray, ref_rows: np.ndarray,
-) -> tuple[float, float]:  # fmt: skip
+    cfg: AttnRowConfig,
+    ref: AttentionRows,
+    q,
+    k,
+    v,
+    rows: np.ndarray,
+    m: int,
+    rep: int,
+    estimator: str,
+    exact: np.ndarray,
+    ref_rows: np.ndarray,
+) -> tuple[float, float]:
     """(median error vs the exact-D, Z rows of the same landmarks, median error vs exact
     attention) of one sampled u, Z of size m with `ref`'s landmarks."""
     n, s = len(k), len(ref.landmarks)
@@ -185,8 +231,10 @@ def sampled_errors(
     opts = options(cfg, "analogue", n, s, m, estimator)
     u, z, alpha = sample_stages(RowOracle(q, k, v), ref.landmarks, opts, rng)
     approx = AttentionRows(ref.landmarks, ref.m_inv, u, z, alpha).query_many(q[rows])
-    return (float(np.median(relative_errors(approx, ref_rows))),
-            float(np.median(relative_errors(approx, exact))))  # fmt: skip
+    return (
+        float(np.median(relative_errors(approx, ref_rows))),
+        float(np.median(relative_errors(approx, exact))),
+    )
 
 
 def sampling_piece(cfg: AttnRowConfig, q, k, v, s: int) -> list[Row]:
@@ -201,11 +249,19 @@ def sampling_piece(cfg: AttnRowConfig, q, k, v, s: int) -> list[Row]:
     other = "independent" if cfg.estimator == "shared" else "shared"
     out = []
     for m in cfg.sample_grid:
-        row: Row = {"table": "sampling", "n": n, "s": s, "m": m, "estimator": cfg.estimator,
-                    "other": other}  # fmt: skip
+        row: Row = {
+            "table": "sampling",
+            "n": n,
+            "s": s,
+            "m": m,
+            "estimator": cfg.estimator,
+            "other": other,
+        }
         for est, tag in ((cfg.estimator, ""), (other, "_other")):
-            errs = [sampled_errors(cfg, ref, q, k, v, rows, m, rep, est, exact, ref_rows)
-                    for rep in range(cfg.sample_seeds)]  # fmt: skip
+            errs = [
+                sampled_errors(cfg, ref, q, k, v, rows, m, rep, est, exact, ref_rows)
+                for rep in range(cfg.sample_seeds)
+            ]
             row[f"sampling_err{tag}"] = float(np.mean([e[0] for e in errs]))
             row[f"row_err{tag}"] = float(np.mean([e[1] for e in errs]))
         out.append(row)
@@ -232,10 +288,19 @@ def sublinear_piece(cfg: AttnRowConfig, n: int, s: int) -> list[Row]:
     out = []
     for beta in cfg.sublinear.exponents:
         m = sublinear_m(cfg, n, beta)
-        errs = [sampled_errors(cfg, ref, q, k, v, rows, m, rep, cfg.estimator, exact, ref_rows)[1]
-                for rep in range(cfg.sample_seeds)]  # fmt: skip
-        row: Row = {"table": "sublinear", "n": n, "s": s, "exponent": beta, "m": m,
-                    "m_over_n": m / n, "landmark_err": landmark_err}  # fmt: skip
+        errs = [
+            sampled_errors(cfg, ref, q, k, v, rows, m, rep, cfg.estimator, exact, ref_rows)[1]
+            for rep in range(cfg.sample_seeds)
+        ]
+        row: Row = {
+            "table": "sublinear",
+            "n": n,
+            "s": s,
+            "exponent": beta,
+            "m": m,
+            "m_over_n": m / n,
+            "landmark_err": landmark_err,
+        }
         _with_ci(row, "row_err", errs)
         out.append(row)
     return out
@@ -262,20 +327,33 @@ def method_timing(cfg: AttnRowConfig, method: Method, q, k, v, s: int, s_lambda:
     rows = query_indices(n, cfg.timing_rows, cfg.seed)
     struct, oracle, build_s = build_method(cfg, method, q, k, v, s, [cfg.seed, 17, n])
     err = float(np.median(relative_errors(struct.query_many(q[rows]), exact_rows(q[rows], k, v))))
-    row: Row = {"table": "timing", "method": method, "n": n, "s": s, "row_err": err,
-                "build_s": build_s}  # fmt: skip
+    row: Row = {
+        "table": "timing",
+        "method": method,
+        "n": n,
+        "s": s,
+        "row_err": err,
+        "build_s": build_s,
+    }
     if oracle is None:  # Performer: reads all K, V rows once, one Q row per query
-        row.update(query_us=_time_queries(lambda i: struct.query(q[i]), q, rows),
-                   query_ops=performer_ops(s, d, d), calls_preprocess=2 * n, calls_query=1)  # fmt: skip
+        row.update(
+            query_us=_time_queries(lambda i: struct.query(q[i]), q, rows),
+            query_ops=performer_ops(s, d, d),
+            calls_preprocess=2 * n,
+            calls_query=1,
+        )
         return row
     opts = options(cfg, method, n, s)
     pre, expected = oracle.stage_totals(), classical_calls(n, opts)
     query_row(struct, oracle, int(rows[0]))
-    row.update(query_ops=query_ops(s, d, d), alpha=struct.alpha,
-               calls_query=oracle.stage_totals()["query"],
-               calls_preprocess=sum(pre[st] for st in PRE),
-               calls_match=float(all(pre[st] == expected[st] for st in PRE)),
-               **{f"calls_{st}": pre[st] for st in PRE})  # fmt: skip
+    row.update(
+        query_ops=query_ops(s, d, d),
+        alpha=struct.alpha,
+        calls_query=oracle.stage_totals()["query"],
+        calls_preprocess=sum(pre[st] for st in PRE),
+        calls_match=float(all(pre[st] == expected[st] for st in PRE)),
+        **{f"calls_{st}": pre[st] for st in PRE},
+    )
     row["query_us"] = _time_queries(lambda i: query_row(struct, oracle, i), q, rows)
     if method == "analogue":
         quantum = modelled_quantum_calls(n, opts, s_lambda)
@@ -290,9 +368,17 @@ def timing_piece(
     """`method_timing` at n for each method, after exact attention's O(nd) query."""
     q, k, v = clustered_tokens(cfg.synthetic, n, cfg.seed)
     d, rows = q.shape[1], query_indices(n, cfg.timing_rows, cfg.seed)
-    exact = {"table": "timing", "method": "exact", "n": n, "s": 0, "row_err": 0.0,
-             "query_us": _time_queries(lambda i: exact_row(q[i], k, v), q, rows),
-             "query_ops": 2 * n * d + n, "calls_preprocess": 0, "calls_query": 2 * n + 1}  # fmt: skip
+    exact = {
+        "table": "timing",
+        "method": "exact",
+        "n": n,
+        "s": 0,
+        "row_err": 0.0,
+        "query_us": _time_queries(lambda i: exact_row(q[i], k, v), q, rows),
+        "query_ops": 2 * n * d + n,
+        "calls_preprocess": 0,
+        "calls_query": 2 * n + 1,
+    }
     return [exact, *(method_timing(cfg, m, q, k, v, s, s_lambda) for m in methods)]
 
 
@@ -301,8 +387,13 @@ def lm_spectrum_piece(cfg: AttnRowConfig, q, k) -> Row:
     n = len(k)
     lam = cfg.lambda_rel * 2 * n
     s_lambda = s_lambda_of(q, k, lam, cfg.exact_max_points, cfg.seed)
-    return {"table": "spectrum_lm", "n": n, "lambda": lam, "s_lambda": s_lambda,
-            "exact": float(2 * n <= cfg.exact_max_points)}  # fmt: skip
+    return {
+        "table": "spectrum_lm",
+        "n": n,
+        "lambda": lam,
+        "s_lambda": s_lambda,
+        "exact": float(2 * n <= cfg.exact_max_points),
+    }
 
 
 PIECES = {

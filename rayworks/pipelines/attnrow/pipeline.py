@@ -42,10 +42,22 @@ from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
 from rayworks.platform.stats import mean_ci
 
-REPORT = ("row_err_p90", "lm_row_err", "imb_row_err", "imb_row_err_minor", "s_lambda",
-          "rls_over_uniform", "imb_rls_over_uniform_minor", "other_estimator_row_err",
-          "sublinear_err_b0.5", "sublinear_err_b0.75", "query_time_slope", "sampling_slope",
-          "query_us", "pass_rule")  # fmt: skip
+REPORT = (
+    "row_err_p90",
+    "lm_row_err",
+    "imb_row_err",
+    "imb_row_err_minor",
+    "s_lambda",
+    "rls_over_uniform",
+    "imb_rls_over_uniform_minor",
+    "other_estimator_row_err",
+    "sublinear_err_b0.5",
+    "sublinear_err_b0.75",
+    "query_time_slope",
+    "sampling_slope",
+    "query_us",
+    "pass_rule",
+)
 TAG = {"synthetic": "", "lm": "lm_", "imbalanced": "imb_"}  # summary-key prefix per input
 IMB_METHODS = ("rls_nystrom", "uniform_nystrom")  # the only methods run on input (b')
 
@@ -76,8 +88,11 @@ def _fan(ctx: RunContext, calls: list[dict[str, Any]], done: list[int]) -> list[
         done[0] += 1
         ctx.log(done[0], **_record(_flatten(result)))
 
-    return [row for result in fan_out(run_piece, calls, threads=1, on_done=on_done)
-            for row in _flatten(result)]  # fmt: skip
+    return [
+        row
+        for result in fan_out(run_piece, calls, threads=1, on_done=on_done)
+        for row in _flatten(result)
+    ]
 
 
 def _summary(cfg: AttnRowConfig, table: list[dict[str, Any]], s_lam: float) -> dict[str, float]:
@@ -179,8 +194,13 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         phase1.append({"kind": "imb_spectrum", "cfg": cfg})
     has_sampling = "analogue" in methods
     sub_grid = sorted(cfg.sublinear.n_grid) if has_sampling and cfg.sublinear.enabled else []
-    total = (len(phase1) + len(methods) * (1 + (lm_qkv is not None)) + len(imb_methods)
-             + len(cfg.n_grid) + len(sub_grid))  # fmt: skip
+    total = (
+        len(phase1)
+        + len(methods) * (1 + (lm_qkv is not None))
+        + len(imb_methods)
+        + len(cfg.n_grid)
+        + len(sub_grid)
+    )
     ctx.progress(total + has_sampling, f"attnrow {cfg.method} ({len(methods)} methods)")
     done = [0]
     table = _fan(ctx, phase1, done)
@@ -192,8 +212,20 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         inputs.append(
             ("lm", lm_qkv, next(r["s_lambda"] for r in table if r["table"] == "spectrum_lm"))
         )
-    phase2 = [{"kind": "error", "cfg": cfg, "data": name, "method": m, "q": x[0], "k": x[1],
-               "v": x[2], "s_lambda": sl} for name, x, sl in inputs for m in methods]  # fmt: skip
+    phase2 = [
+        {
+            "kind": "error",
+            "cfg": cfg,
+            "data": name,
+            "method": m,
+            "q": x[0],
+            "k": x[1],
+            "v": x[2],
+            "s_lambda": sl,
+        }
+        for name, x, sl in inputs
+        for m in methods
+    ]
     imb_header = []
     if imb_methods:
         imb_lam = next(r["s_lambda"] for r in table if r["table"] == "spectrum_imb")
@@ -201,9 +233,20 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         weights = cluster_weights(cfg.synthetic.clusters, cfg.imbalanced.cluster_decay)
         small = minor_clusters(weights, cfg.imbalanced.minor_share)
         minor = np.flatnonzero(np.isin(q_labels, small))
-        phase2 += [{"kind": "error", "cfg": cfg, "data": "imbalanced", "method": m,
-                    "q": qkv[0], "k": qkv[1], "v": qkv[2], "s_lambda": imb_lam, "minor": minor}
-                   for m in imb_methods]  # fmt: skip
+        phase2 += [
+            {
+                "kind": "error",
+                "cfg": cfg,
+                "data": "imbalanced",
+                "method": m,
+                "q": qkv[0],
+                "k": qkv[1],
+                "v": qkv[2],
+                "s_lambda": imb_lam,
+                "minor": minor,
+            }
+            for m in imb_methods
+        ]
         imb_header.append(
             f"Input (b', imbalanced): cluster weights ∝ {cfg.imbalanced.cluster_decay:g}^c "
             f"({', '.join(f'{w:.3g}' for w in weights)}); s_λ = {imb_lam:.1f}; minor clusters "
@@ -214,8 +257,10 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
     if has_sampling:
         phase2.append({"kind": "sampling", "cfg": cfg, "q": q, "k": k, "v": v, "s": head_s})
     phase2 += [{"kind": "sublinear", "cfg": cfg, "n": n, "s": head_s} for n in sub_grid]
-    phase2 += [{"kind": "timing", "cfg": cfg, "methods": methods, "n": n, "s": head_s,
-                "s_lambda": s_lam} for n in sorted(cfg.n_grid)]  # fmt: skip
+    phase2 += [
+        {"kind": "timing", "cfg": cfg, "methods": methods, "n": n, "s": head_s, "s_lambda": s_lam}
+        for n in sorted(cfg.n_grid)
+    ]
     table += _fan(ctx, phase2, done)
     summary = {**_summary(cfg, table, s_lam), **lm_stats, "headline_s": float(head_s)}
     summary.update(pass_rule(table, s_lam, cfg))

@@ -45,8 +45,20 @@ from rayworks.pipelines.corpus.quality import (
 from rayworks.pipelines.corpus.step import DROP, Batch, drop, size
 from rayworks.pipelines.corpus.toxicity import Toxicity, ToxicityConfig
 
-STEP_ORDER = ("normalize", "license", "language", "gopher", "repetition", "c4", "code", "ocr",
-              "toxicity", "pii", "minhash", "dedup")  # fmt: skip
+STEP_ORDER = (
+    "normalize",
+    "license",
+    "language",
+    "gopher",
+    "repetition",
+    "c4",
+    "code",
+    "ocr",
+    "toxicity",
+    "pii",
+    "minhash",
+    "dedup",
+)
 """Steps in run order: the attrition table lists drops by the step named before ':'."""
 
 
@@ -125,24 +137,32 @@ def build_steps(
     every = cfg.score_dropped  # score rows already dropped too (analysis; `step.py`)
     lang_cfg = LanguageIdConfig(
         allowed=tuple(cfg.languages) if cfg.languages else None,
-        min_confidence=cfg.language_min_confidence, max_chars=cfg.language_max_chars,
-        score_dropped=every)  # fmt: skip
+        min_confidence=cfg.language_min_confidence,
+        max_chars=cfg.language_max_chars,
+        score_dropped=every,
+    )
     steps: list[Callable[[Batch], Batch]] = [
-        Normalize(), LicenseGate(cfg.open_only), LanguageId(lang_cfg),
-        SkipCollections(GopherQuality(GopherQualityConfig(min_words=cfg.gopher_min_words,
-                                                          score_dropped=every))),
-    ]  # fmt: skip
+        Normalize(),
+        LicenseGate(cfg.open_only),
+        LanguageId(lang_cfg),
+        SkipCollections(
+            GopherQuality(GopherQualityConfig(min_words=cfg.gopher_min_words, score_dropped=every))
+        ),
+    ]
     if cfg.repetition:
         steps.append(SkipCollections(GopherRepetition(GopherRepetitionConfig(score_dropped=every))))
     if cfg.c4:
         steps.append(SkipCollections(C4Quality(C4QualityConfig(score_dropped=every))))
     steps += [
         CodeQuality(CodeQualityConfig(score_dropped=every)),
-        SkipCollections(OCRQuality(OCRQualityConfig(min_consistency=cfg.ocr_min_consistency,
-                                                    score_dropped=every))),
+        SkipCollections(
+            OCRQuality(
+                OCRQualityConfig(min_consistency=cfg.ocr_min_consistency, score_dropped=every)
+            )
+        ),
         Toxicity(ToxicityConfig(max_score=cfg.toxicity_max_score, score_dropped=every)),
         PIIRedaction(),
-    ]  # fmt: skip
+    ]
     if cfg.near_dedup:
         steps.append(MinHashSignature(cfg.near_dup()))
     return steps

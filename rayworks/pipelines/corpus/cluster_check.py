@@ -57,8 +57,9 @@ def unit_nodes(run_dir: Path) -> dict[str, str | None]:
     return {p.stem: json.loads(p.read_text()).get(NODE_ID) for p in markers}
 
 
-def run_on_cluster(head_cpus: int, workers: int, overrides: list[str], runs_dir: Path,
-                   temp_dir: Path) -> dict[str, Any]:  # fmt: skip
+def run_on_cluster(
+    head_cpus: int, workers: int, overrides: list[str], runs_dir: Path, temp_dir: Path
+) -> dict[str, Any]:
     """Start the cluster, run the smoke preset with `overrides` on it, shut it down."""
     from ray.cluster_utils import Cluster
 
@@ -76,8 +77,14 @@ def run_on_cluster(head_cpus: int, workers: int, overrides: list[str], runs_dir:
     try:
         workers_up = [cluster.add_node(num_cpus=1) for _ in range(workers)]
         cluster.wait_for_nodes(timeout=60)
-        result = launch.run("corpus", preset="smoke", overrides=overrides, runs_dir=runs_dir,
-                            address=cluster.address, progress=False)  # fmt: skip
+        result = launch.run(
+            "corpus",
+            preset="smoke",
+            overrides=overrides,
+            runs_dir=runs_dir,
+            address=cluster.address,
+            progress=False,
+        )
         alive = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
     finally:
         ray.shutdown()
@@ -101,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--result", type=Path, required=True, help="JSON written here")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE settings of the corpus config")
     args = p.parse_args(argv)
-    result = run_on_cluster(args.head_cpus, args.workers, args.overrides, args.runs_dir,
-                            args.temp_dir)  # fmt: skip
+    result = run_on_cluster(
+        args.head_cpus, args.workers, args.overrides, args.runs_dir, args.temp_dir
+    )
     args.result.write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
     return 0
 

@@ -73,8 +73,7 @@ class CodeQualityConfig:
     score_dropped: bool = False
 
 
-CODE_KEYS = ["bytes", "max_line_length", "mean_line_length", "alphanum_fraction",
-             "newline_ratio"]  # fmt: skip
+CODE_KEYS = ["bytes", "max_line_length", "mean_line_length", "alphanum_fraction", "newline_ratio"]
 
 
 def code_scores(view: TextView, cfg: CodeQualityConfig) -> dict[str, float]:

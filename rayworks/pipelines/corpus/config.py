@@ -41,12 +41,16 @@ class CorpusConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "sources": {"max_packages": 15, "max_docs": 100, "max_docs_per_package": 8,
-                        "max_bytes": 16_000},
+            "sources": {
+                "max_packages": 15,
+                "max_docs": 100,
+                "max_docs_per_package": 8,
+                "max_bytes": 16_000,
+            },
             "batch_size": 64,
             "tokenizer_vocab_size": 1000,
         },
-    }  # fmt: skip
+    }
 
     inputs: list[str] = Field(
         default_factory=list,
@@ -94,32 +98,42 @@ class CorpusConfig(PipelineConfig):
         50_000, ge=1, description="kept documents the tokenizer is trained on (the first, by id)"
     )
     tokenizer_sample_chars: int | None = Field(
-        8_000_000, ge=1,
+        8_000_000,
+        ge=1,
         description="characters the tokenizer is trained on: the sample stops after the "
         "document that reaches it (null: no cap). 8M chars are within 1% of the held-out "
         "compression of 3x more on the bench corpus (docs/results.md) at a third of the time",
-    )  # fmt: skip
+    )
     cpus: int = Field(2, ge=1, description="CPUs the pipeline's Ray Data stages may use")
     unit_bytes: int = Field(
-        4 * 2**20, ge=1,
+        4 * 2**20,
+        ge=1,
         description="input bytes per unit: the grain of scoring tasks and of --resume "
         "(small files grouped, large jsonl/parquet files cut)",
-    )  # fmt: skip
+    )
     batch_size: int = Field(256, ge=1, description="rows per step call")
     batch_timeout_s: float | None = Field(
-        600.0, gt=0,
+        600.0,
+        gt=0,
         description="seconds a batch may take in the steps; over it, it is retried row by "
         "row and rows over it again are rejected timeout:<step> (null: no budget)",
-    )  # fmt: skip
+    )
     dedup_hash_ranges: int = Field(
-        8, ge=1, description="hash ranges of the dedup shuffle: its reduce tasks (raise it "
+        8,
+        ge=1,
+        description="hash ranges of the dedup shuffle: its reduce tasks (raise it "
         "with the corpus: a task holds ~15 records per live row / ranges)",
-    )  # fmt: skip
+    )
 
     RESUME_FREE: ClassVar[tuple[str, ...]] = (
-        "inputs", "cpus", "batch_size", "batch_timeout_s", "tokenizer_vocab_size",
-        "tokenizer_sample_docs", "tokenizer_sample_chars",
-    )  # fmt: skip
+        "inputs",
+        "cpus",
+        "batch_size",
+        "batch_timeout_s",
+        "tokenizer_vocab_size",
+        "tokenizer_sample_docs",
+        "tokenizer_sample_chars",
+    )
     """Fields a `--resume` may change, because the rows a finished unit holds do not depend
     on them: `inputs` (the plan checks the files they resolve to), `cpus` and `batch_size`
     (speed only), `batch_timeout_s` (a run stuck on slow rows is resumed with another
@@ -130,8 +144,9 @@ class CorpusConfig(PipelineConfig):
 
     def near_dup(self) -> NearDupConfig:
         """The MinHash-LSH shape of `minhash_*` (`neardup.NearDupConfig`)."""
-        return NearDupConfig(ngram=self.minhash_ngram, bands=self.minhash_bands,
-                             rows=self.minhash_rows)  # fmt: skip
+        return NearDupConfig(
+            ngram=self.minhash_ngram, bands=self.minhash_bands, rows=self.minhash_rows
+        )
 
     def ray_resources(self) -> dict[str, float]:
         """What a bench arm holds: all its CPUs, so throughput arms never share a core."""

@@ -183,8 +183,12 @@ def plot_cluster_sizes(sizes: Mapping[int, int]) -> bytes:
     if len(xs) <= 30:
         ax.bar_label(bars, labels=[f"{c:,}" for c in counts], fontsize=7)
     log = max(counts) > 20 * min(counts)
-    ax.set(title="Near-duplicate clusters by size" + (" (log scale)" if log else ""),
-           xlabel="documents in cluster", ylabel="clusters", yscale="log" if log else "linear")  # fmt: skip
+    ax.set(
+        title="Near-duplicate clusters by size" + (" (log scale)" if log else ""),
+        xlabel="documents in cluster",
+        ylabel="clusters",
+        yscale="log" if log else "linear",
+    )
     ax.tick_params(axis="x", labelsize=8, labelrotation=90 if len(xs) > 20 else 0)
     if not log:
         ax.yaxis.get_major_locator().set_params(integer=True)
@@ -256,8 +260,9 @@ def _attrition_section(attrition: Sequence[Mapping[str, Any]], df: pd.DataFrame)
     steps = Table(["step", "in", "removed", "left", "% of read removed"], [])
     for r in attrition:
         removed, left = _int(r.get("removed")), _int(r.get("left"))
-        steps.rows.append([str(r.get("step")), _n(left + removed), _n(removed), _n(left),
-                           _pct(removed, read)])  # fmt: skip
+        steps.rows.append(
+            [str(r.get("step")), _n(left + removed), _n(removed), _n(left), _pct(removed, read)]
+        )
     reasons = Table(["kind", "step", "reason", "rows", "% of read"], [], "removed rows per reason")
     reject = next((r for r in attrition if r.get("step") == "reject"), {})
     rejected = reject.get("reasons") or {}
@@ -292,11 +297,16 @@ def _dedup_section(dedup: Mapping[str, Any], df: pd.DataFrame) -> Section:
     rows += [
         [f"removed as {r}", _n(n)] for r, n in sorted(dropped.items()) if r.startswith("dedup:")
     ]
-    fields = (("threshold", "near: Jaccard threshold"), ("bands", "near: LSH bands"),
-              ("rows", "near: rows per band"), ("n_candidate_pairs", "near: candidate pairs"),
-              ("n_verified_pairs", "near: verified pairs"), ("n_clusters", "near: clusters"),
-              ("docs_in_clusters", "near: documents in clusters"),
-              ("docs_removed", "near: documents removed"))  # fmt: skip
+    fields = (
+        ("threshold", "near: Jaccard threshold"),
+        ("bands", "near: LSH bands"),
+        ("rows", "near: rows per band"),
+        ("n_candidate_pairs", "near: candidate pairs"),
+        ("n_verified_pairs", "near: verified pairs"),
+        ("n_clusters", "near: clusters"),
+        ("docs_in_clusters", "near: documents in clusters"),
+        ("docs_removed", "near: documents removed"),
+    )
     for key, label in fields:
         if key in near:
             value = near[key]
@@ -305,8 +315,11 @@ def _dedup_section(dedup: Mapping[str, Any], df: pd.DataFrame) -> Section:
     sizes = _cluster_sizes(near)
     if sizes:
         hist = [[str(s), _n(c), _n(s * c)] for s, c in sorted(sizes.items())]
-        section.tables.append(Table(["cluster size", "clusters", "documents"], hist,
-                                    "near-duplicate clusters by size"))  # fmt: skip
+        section.tables.append(
+            Table(
+                ["cluster size", "clusters", "documents"], hist, "near-duplicate clusters by size"
+            )
+        )
         section.plots.append(("near-duplicate cluster sizes", plot_cluster_sizes(sizes)))
     return section
 
@@ -327,8 +340,12 @@ def _pii_section(df: pd.DataFrame) -> Section:
     rows = [[k, _n(a + b), _n(a), _n(b)] for k, a, b in counts]
     section.tables.append(Table(["type", "total", "in kept rows", "in dropped rows"], rows))
     if any(a + b for _, a, b in counts):
-        panel = ("redactions", [k for k, _, _ in counts], [float(a + b) for _, a, b in counts],
-                 "tab:orange")  # fmt: skip
+        panel = (
+            "redactions",
+            [k for k, _, _ in counts],
+            [float(a + b) for _, a, b in counts],
+            "tab:orange",
+        )
         section.plots.append(("PII redactions per type", plot_bars("PII redactions", [panel])))
     return section
 
@@ -369,18 +386,28 @@ def _profile_section(profile: Mapping[str, Any] | None) -> Section:
     next regression shows up here first."""
     if not profile or not profile.get("rows"):
         return Section("Time per step", ["No step ran."])
-    rows = [[r["stage"], r["step"], f"{r['seconds']:.2f}", f"{r['per_1000_docs']:.2f}"]
-            for r in profile["rows"]]  # fmt: skip
-    note = (f"{_n(profile['docs'])} documents read. Scoring steps: seconds summed over the "
-            "scoring actors; global executions: wall seconds.")  # fmt: skip
-    return Section("Time per step", [note],
-                   tables=[Table(["stage", "step", "seconds", "s / 1,000 docs"], rows)])  # fmt: skip
+    rows = [
+        [r["stage"], r["step"], f"{r['seconds']:.2f}", f"{r['per_1000_docs']:.2f}"]
+        for r in profile["rows"]
+    ]
+    note = (
+        f"{_n(profile['docs'])} documents read. Scoring steps: seconds summed over the "
+        "scoring actors; global executions: wall seconds."
+    )
+    return Section(
+        "Time per step",
+        [note],
+        tables=[Table(["stage", "step", "seconds", "s / 1,000 docs"], rows)],
+    )
 
 
 def build_sections(
-    stats: pd.DataFrame, attrition: Sequence[Mapping[str, Any]], dedup: Mapping[str, Any],
-    meta: Mapping[str, Any], profile: Mapping[str, Any] | None = None,
-) -> list[Section]:  # fmt: skip
+    stats: pd.DataFrame,
+    attrition: Sequence[Mapping[str, Any]],
+    dedup: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    profile: Mapping[str, Any] | None = None,
+) -> list[Section]:
     """Every section of the datasheet, in reading order."""
     df = _prepared(stats)
     kept, tokens = _kept(df), _has_tokens(df)
@@ -405,8 +432,9 @@ def _md_cell(text: str) -> str:
 def _md_align(table: Table, col: int) -> str:
     """`---:|` (right) for a column of numbers, `---|` otherwise."""
     cells = [row[col] for row in table.rows]
-    numeric = bool(cells) and all(c.strip("%—").replace(",", "").replace(".", "").isdigit()
-                                  or c == "—" for c in cells)  # fmt: skip
+    numeric = bool(cells) and all(
+        c.strip("%—").replace(",", "").replace(".", "").isdigit() or c == "—" for c in cells
+    )
     return "---:|" if numeric else "---|"
 
 
@@ -425,8 +453,10 @@ def render_markdown(sections: Sequence[Section]) -> str:
 
 
 def render_html(sections: Sequence[Section]) -> str:
-    parts = ['<!doctype html><html><head><meta charset="utf-8"><title>Corpus datasheet</title>',
-             f"<style>{CSS}</style></head><body><h1>Corpus datasheet</h1>"]  # fmt: skip
+    parts = [
+        '<!doctype html><html><head><meta charset="utf-8"><title>Corpus datasheet</title>',
+        f"<style>{CSS}</style></head><body><h1>Corpus datasheet</h1>",
+    ]
     for s in sections:
         parts.append(f"<section><h2>{escape(s.title)}</h2>")
         parts += [
@@ -441,9 +471,13 @@ def render_html(sections: Sequence[Section]) -> str:
 
 
 def write_datasheet(
-    out_dir: Path, stats: pd.DataFrame, attrition: Sequence[Mapping[str, Any]],
-    dedup: Mapping[str, Any], meta: Mapping[str, Any], profile: Mapping[str, Any] | None = None,
-) -> tuple[Path, Path]:  # fmt: skip
+    out_dir: Path,
+    stats: pd.DataFrame,
+    attrition: Sequence[Mapping[str, Any]],
+    dedup: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    profile: Mapping[str, Any] | None = None,
+) -> tuple[Path, Path]:
     """Write `datasheet.md` and `datasheet.html` into `out_dir`; return their paths.
 
     stats: the runner's group stats (`docs`, `chars`, optional `tokens` and `pii_<type>`

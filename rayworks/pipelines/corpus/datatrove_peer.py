@@ -163,9 +163,11 @@ def _define_steps() -> dict[str, type]:
                 yield doc
 
     classes: dict[str, type] = {
-        "SplitWordTokenizer": SplitWordTokenizer, "PyLangIdFilter": PyLangIdFilter,
-        "TextBytes": TextBytes, "RankFileReader": RankFileReader,
-    }  # fmt: skip
+        "SplitWordTokenizer": SplitWordTokenizer,
+        "PyLangIdFilter": PyLangIdFilter,
+        "TextBytes": TextBytes,
+        "RankFileReader": RankFileReader,
+    }
     for name, cls in classes.items():
         cls.__module__, cls.__qualname__ = __name__, name
     globals().update(classes)
@@ -241,23 +243,34 @@ def build_stages(
     work.mkdir(parents=True, exist_ok=True)
     folder, listing = _input_folder(paths, work)
     tokenizer = _tokenizer(cfg.datatrove_tokenizer)  # one instance: Gopher filters share a cache
-    mh = MinhashConfig(n_grams=cfg.minhash_ngram, num_buckets=cfg.minhash_bands,
-                       hashes_per_bucket=cfg.minhash_rows)  # fmt: skip
+    mh = MinhashConfig(
+        n_grams=cfg.minhash_ngram, num_buckets=cfg.minhash_bands, hashes_per_bucket=cfg.minhash_rows
+    )
     filters = filter_steps(cfg, tokenizer)
     tasks = max(cfg.cpus, min(len(paths), 4 * cfg.cpus))
 
     def stage(name: str, steps: list[Any], n: int) -> Any:
-        return LocalPipelineExecutor(steps, tasks=n, workers=min(cfg.cpus, n),
-                                     logging_dir=str(logs / name), skip_completed=False)  # fmt: skip
+        return LocalPipelineExecutor(
+            steps,
+            tasks=n,
+            workers=min(cfg.cpus, n),
+            logging_dir=str(logs / name),
+            skip_completed=False,
+        )
 
     first = [
         ("reader", JsonlReader(folder, paths_file=listing, text_key=cfg.text_field)),
-        ("text_bytes", __getattr__("TextBytes")()), *filters,
-        ("writer", JsonlWriter(str(work / "filtered"), output_filename="${rank}.jsonl",
-                               compression=None)),
-        ("signature", MinhashDedupSignature(str(work / "signatures"), config=mh,
-                                            language=tokenizer)),
-    ]  # fmt: skip
+        ("text_bytes", __getattr__("TextBytes")()),
+        *filters,
+        (
+            "writer",
+            JsonlWriter(str(work / "filtered"), output_filename="${rank}.jsonl", compression=None),
+        ),
+        (
+            "signature",
+            MinhashDedupSignature(str(work / "signatures"), config=mh, language=tokenizer),
+        ),
+    ]
     last = [
         __getattr__("RankFileReader")(str(work / "filtered"), compression=None),
         MinhashDedupFilter(str(work / "remove_ids")),
@@ -265,19 +278,29 @@ def build_stages(
     ]
     stages = [
         stage("1_filter_signature", [step for _, step in first], tasks),
-        stage("2_buckets", [MinhashDedupBuckets(str(work / "signatures"),
-                                                str(work / "buckets"), config=mh)], mh.num_buckets),
-        stage("3_cluster", [MinhashDedupCluster(str(work / "buckets"), str(work / "remove_ids"),
-                                                config=mh)], 1),
+        stage(
+            "2_buckets",
+            [MinhashDedupBuckets(str(work / "signatures"), str(work / "buckets"), config=mh)],
+            mh.num_buckets,
+        ),
+        stage(
+            "3_cluster",
+            [MinhashDedupCluster(str(work / "buckets"), str(work / "remove_ids"), config=mh)],
+            1,
+        ),
         stage("4_dedup_filter", last, tasks),
-    ]  # fmt: skip
+    ]
     return stages, [name for name, _ in first], tasks
 
 
 def summarize(
-    first: Any, last: Any, step_names: list[str], seconds: float, file_bytes: int,
+    first: Any,
+    last: Any,
+    step_names: list[str],
+    seconds: float,
+    file_bytes: int,
     records: int,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Counts and rates from stage 1's and stage 4's merged DataTrove stats.
 
     `records` is the input records of the files (`readers.jsonl_records`), the count our
@@ -312,19 +335,30 @@ def summarize(
         return amount / seconds if seconds > 0 else 0.0
 
     return {
-        "in": records, "read": read, "kept": kept, "dropped": sum(dropped.values()),
-        "rejected": rejected, "kept_share": kept / records if records else 0.0,
-        "seconds": seconds, "docs_per_s": per_s(records), "docs_counted": DOCS_COUNTED,
+        "in": records,
+        "read": read,
+        "kept": kept,
+        "dropped": sum(dropped.values()),
+        "rejected": rejected,
+        "kept_share": kept / records if records else 0.0,
+        "seconds": seconds,
+        "docs_per_s": per_s(records),
+        "docs_counted": DOCS_COUNTED,
         "mb_per_s": per_s(file_bytes / MIB),
-        "text_mb_per_s": per_s(text_bytes / MIB), "input_mb": file_bytes / MIB,
-        "text_mb": text_bytes / MIB, **dropped, **reasons,
-    }  # fmt: skip
+        "text_mb_per_s": per_s(text_bytes / MIB),
+        "input_mb": file_bytes / MIB,
+        "text_mb": text_bytes / MIB,
+        **dropped,
+        **reasons,
+    }
 
 
 def run_peer(
-    cfg: DatatroveConfig, paths: list[str], out: Path,
+    cfg: DatatroveConfig,
+    paths: list[str],
+    out: Path,
     log: Callable[..., None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Run the four DataTrove stages on `paths` (jsonl files) into `out`; the summary."""
     _require_datatrove()
     from rayworks.pipelines.corpus import readers  # Ray Data: only when run
@@ -343,8 +377,14 @@ def run_peer(
     file_bytes = sum(os.path.getsize(p) for p in paths)
     records = sum(readers.jsonl_records(p) for p in paths)  # not timed: ours counts as it reads
     summary = summarize(results[0], results[3], names, seconds, file_bytes, records)
-    return {**summary, **stage_s, "files": len(paths), "tasks": tasks, "workers": cfg.cpus,
-            "word_tokenizer": TOKENIZERS[cfg.datatrove_tokenizer]}  # fmt: skip
+    return {
+        **summary,
+        **stage_s,
+        "files": len(paths),
+        "tasks": tasks,
+        "workers": cfg.cpus,
+        "word_tokenizer": TOKENIZERS[cfg.datatrove_tokenizer],
+    }
 
 
 @pipeline("corpus_datatrove", config=DatatroveConfig, kind="job", headline=("docs_per_s", "max"))

@@ -50,8 +50,15 @@ EXACT, NEAR = 0, 1
 ID_CUTOFF_MAX = "g"
 """Above every hex id: a cutoff that takes every kept row into the tokenizer sample."""
 
-_RECORDS = pa.schema([("band", pa.int64()), ("hash", pa.uint64()), ("range", pa.int64()),
-                      (ROW_ID, pa.int64()), ("id", pa.string())])  # fmt: skip
+_RECORDS = pa.schema(
+    [
+        ("band", pa.int64()),
+        ("hash", pa.uint64()),
+        ("range", pa.int64()),
+        (ROW_ID, pa.int64()),
+        ("id", pa.string()),
+    ]
+)
 _LINKS = pa.schema([(ROW_ID, pa.int64()), ("to", pa.int64()), ("kind", pa.int8())])
 
 
@@ -85,18 +92,34 @@ def key_records(t: pa.Table, near: NearDupConfig | None, ranges: int) -> list[pa
     rows = t[ROW_ID].to_numpy()
     ids = t["id"].to_pylist()
     hashes = id_hash(ids)
-    parts = [pa.table({"band": np.full(len(rows), EXACT_BAND, np.int64), "hash": hashes,
-                       "range": (hashes % np.uint64(ranges)).astype(np.int64), ROW_ID: rows,
-                       "id": pa.array(ids, pa.string())}, schema=_RECORDS)]  # fmt: skip
+    parts = [
+        pa.table(
+            {
+                "band": np.full(len(rows), EXACT_BAND, np.int64),
+                "hash": hashes,
+                "range": (hashes % np.uint64(ranges)).astype(np.int64),
+                ROW_ID: rows,
+                "id": pa.array(ids, pa.string()),
+            },
+            schema=_RECORDS,
+        )
+    ]
     if near is not None and len(rows):
         sigs = decode_signatures(t[SIGNATURE], near.num_perm)
         signed = ~is_empty(sigs)
         buckets = band_hashes(sigs[signed], near.bands, near.rows).ravel()
-        parts.append(pa.table({
-            "band": np.tile(np.arange(near.bands, dtype=np.int64), int(signed.sum())),
-            "hash": buckets, "range": (buckets % np.uint64(ranges)).astype(np.int64),
-            ROW_ID: np.repeat(rows[signed], near.bands),
-            "id": pa.nulls(len(buckets), pa.string())}, schema=_RECORDS))  # fmt: skip
+        parts.append(
+            pa.table(
+                {
+                    "band": np.tile(np.arange(near.bands, dtype=np.int64), int(signed.sum())),
+                    "hash": buckets,
+                    "range": (buckets % np.uint64(ranges)).astype(np.int64),
+                    ROW_ID: np.repeat(rows[signed], near.bands),
+                    "id": pa.nulls(len(buckets), pa.string()),
+                },
+                schema=_RECORDS,
+            )
+        )
     records = pa.concat_tables(parts)
     return [records.filter(pc.equal(records["range"], r)) for r in range(ranges)]
 
@@ -118,8 +141,10 @@ def _links_of(keys: list[np.ndarray], rows: np.ndarray, kind: int) -> pa.Table:
     start = _run_starts(keys)
     first = rows[np.flatnonzero(start)][np.cumsum(start) - 1]
     later = ~start
-    return pa.table({ROW_ID: rows[later], "to": first[later],
-                     "kind": np.full(int(later.sum()), kind, np.int8)}, schema=_LINKS)  # fmt: skip
+    return pa.table(
+        {ROW_ID: rows[later], "to": first[later], "kind": np.full(int(later.sum()), kind, np.int8)},
+        schema=_LINKS,
+    )
 
 
 def range_links(files: Sequence[str]) -> pa.Table:
@@ -132,10 +157,14 @@ def range_links(files: Sequence[str]) -> pa.Table:
     near = records.filter(pc.not_equal(records["band"], EXACT_BAND))
     near = near.sort_by([("band", "ascending"), ("hash", "ascending"), (ROW_ID, "ascending")])
     ids = np.asarray(exact["id"].to_pylist(), dtype=object)
-    return pa.concat_tables([
-        _links_of([ids], exact[ROW_ID].to_numpy(), EXACT),
-        _links_of([near["band"].to_numpy(), near["hash"].to_numpy()], near[ROW_ID].to_numpy(), NEAR),
-    ])  # fmt: skip
+    return pa.concat_tables(
+        [
+            _links_of([ids], exact[ROW_ID].to_numpy(), EXACT),
+            _links_of(
+                [near["band"].to_numpy(), near["hash"].to_numpy()], near[ROW_ID].to_numpy(), NEAR
+            ),
+        ]
+    )
 
 
 def _range_links_batch(batch: dict[str, np.ndarray]) -> pa.Table:
@@ -169,9 +198,10 @@ def find_links(ranges: Sequence[Sequence[str]]) -> Links:
         near_pairs.append((to[kind == NEAR], rows[kind == NEAR]))
     for a, b in near_pairs:
         out.edges.update(
-            (x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)
+            (x, y)
+            for x, y in zip(a.tolist(), b.tolist(), strict=True)
             if x not in out.exact and y not in out.exact
-        )  # fmt: skip
+        )
     return out
 
 
@@ -185,8 +215,9 @@ def sample_cutoff(k: int, candidates: int) -> str:
     return format(min(2**64 - 1, math.ceil(want / candidates * 2**64)), "016x")
 
 
-def sample_prefix(ids: np.ndarray, chars: np.ndarray, free: np.ndarray, docs: int,
-                  max_chars: int | None) -> np.ndarray:  # fmt: skip
+def sample_prefix(
+    ids: np.ndarray, chars: np.ndarray, free: np.ndarray, docs: int, max_chars: int | None
+) -> np.ndarray:
     """Positions of a unit's sample candidates that can enter the tokenizer sample: in id
     order, up to the candidate at which the `free` ones (rows no near dedup can drop) reach
     `docs` documents or `max_chars` characters. The run's sample (the first survivors by id
@@ -200,8 +231,15 @@ def sample_prefix(ids: np.ndarray, chars: np.ndarray, free: np.ndarray, docs: in
     return order[:stop]
 
 
-def fetch_unit(path: str, ends: np.ndarray, later: np.ndarray, cutoff: str | None,
-               sigs: bool, docs: int = 2**62, max_chars: int | None = None) -> pa.Table:  # fmt: skip
+def fetch_unit(
+    path: str,
+    ends: np.ndarray,
+    later: np.ndarray,
+    cutoff: str | None,
+    sigs: bool,
+    docs: int = 2**62,
+    max_chars: int | None = None,
+) -> pa.Table:
     """(row id, id, signature, text) of one unit's live rows that are on a near edge
     (signature) or are sample candidates: not a later exact copy, id < cutoff, inside the
     unit's `sample_prefix` (text)."""
@@ -219,11 +257,14 @@ def fetch_unit(path: str, ends: np.ndarray, later: np.ndarray, cutoff: str | Non
     keep = on_edge | sample
     t = t.filter(pa.array(keep))
     sig = t[SIGNATURE] if sigs else pa.nulls(t.num_rows, pa.binary())
-    return pa.table({
-        ROW_ID: t[ROW_ID], "id": t["id"],
-        SIGNATURE: pc.if_else(pa.array(on_edge[keep]), sig, pa.scalar(None, pa.binary())),
-        "text": pc.if_else(pa.array(sample[keep]), t["text"], pa.scalar(None, pa.string())),
-    })  # fmt: skip
+    return pa.table(
+        {
+            ROW_ID: t[ROW_ID],
+            "id": t["id"],
+            SIGNATURE: pc.if_else(pa.array(on_edge[keep]), sig, pa.scalar(None, pa.binary())),
+            "text": pc.if_else(pa.array(sample[keep]), t["text"], pa.scalar(None, pa.string())),
+        }
+    )
 
 
 def _fetch_batch(batch: dict[str, np.ndarray], **kwargs: Any) -> pa.Table:
@@ -238,25 +279,36 @@ class Fetched:
     driver_bytes: int = 0
 
 
-def fetch(files: list[str], ends: set[int], later: set[int], cutoff: str | None,
-          near: NearDupConfig | None, docs: int = 2**62,
-          max_chars: int | None = None) -> Fetched:  # fmt: skip
+def fetch(
+    files: list[str],
+    ends: set[int],
+    later: set[int],
+    cutoff: str | None,
+    near: NearDupConfig | None,
+    docs: int = 2**62,
+    max_chars: int | None = None,
+) -> Fetched:
     """Execution 2 of the global phase (see the module docstring): the signatures of the
     rows on near edges, and each unit's `sample_prefix` of the tokenizer sample's
     candidates (at most `docs` documents and `max_chars` characters that cannot drop)."""
-    kwargs = {"ends": np.fromiter(ends, np.int64, len(ends)),
-              "later": np.fromiter(later, np.int64, len(later)),
-              "cutoff": cutoff, "sigs": near is not None, "docs": docs,
-              "max_chars": max_chars}  # fmt: skip
+    kwargs = {
+        "ends": np.fromiter(ends, np.int64, len(ends)),
+        "later": np.fromiter(later, np.int64, len(later)),
+        "cutoff": cutoff,
+        "sigs": near is not None,
+        "docs": docs,
+        "max_chars": max_chars,
+    }
     ds = ray.data.from_items([{"path": f} for f in files], override_num_blocks=len(files))
     out = Fetched()
-    for t in ds.map_batches(_fetch_batch, fn_kwargs=kwargs, batch_size=1,
-                            batch_format="numpy").iter_batches(batch_format="pyarrow",
-                                                               batch_size=None):  # fmt: skip
+    for t in ds.map_batches(
+        _fetch_batch, fn_kwargs=kwargs, batch_size=1, batch_format="numpy"
+    ).iter_batches(batch_format="pyarrow", batch_size=None):
         out.driver_bytes += t.nbytes
         rows, ids = t[ROW_ID].to_pylist(), t["id"].to_pylist()
-        for row, doc_id, sig, text in zip(rows, ids, t[SIGNATURE].to_pylist(),
-                                          t["text"].to_pylist(), strict=True):  # fmt: skip
+        for row, doc_id, sig, text in zip(
+            rows, ids, t[SIGNATURE].to_pylist(), t["text"].to_pylist(), strict=True
+        ):
             if sig is not None:
                 out.signatures[row] = decode_signature(sig)
                 out.ids[row] = doc_id

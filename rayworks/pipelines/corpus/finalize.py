@@ -49,8 +49,9 @@ def unified_schema(files: list[str]) -> pa.Schema:
     return pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
 
 
-def apply_verdicts(table: pa.Table, exact: np.ndarray, near_rows: np.ndarray,
-                   near_of: np.ndarray) -> pa.Table:  # fmt: skip
+def apply_verdicts(
+    table: pa.Table, exact: np.ndarray, near_rows: np.ndarray, near_of: np.ndarray
+) -> pa.Table:
     """Dedup verdicts on the live rows: `exact` and `near_rows` sorted row ids, `near_of`
     the representative id of each near row. The first reason of a row is kept."""
     rows = table[ROW_ID].to_numpy()
@@ -74,8 +75,13 @@ def group_stats(df: pd.DataFrame) -> pd.DataFrame:
     """Docs, characters, tokens and PII counts per `GROUP_KEYS` group."""
     pii = sorted(c for c in df.columns if c.startswith("pii_"))
     tokens = df.get(TOKENS, 0)
-    df = df.assign(docs=1, chars=df["text"].astype(str).str.len(), tokens=tokens,
-                   lang=df["lang"].fillna("und"), license=df["license"].fillna("none"))  # fmt: skip
+    df = df.assign(
+        docs=1,
+        chars=df["text"].astype(str).str.len(),
+        tokens=tokens,
+        lang=df["lang"].fillna("und"),
+        license=df["license"].fillna("none"),
+    )
     cols = ["docs", "chars", "tokens", *pii]
     return df.groupby(list(GROUP_KEYS), dropna=False)[cols].sum().reset_index()
 
@@ -96,9 +102,15 @@ def merge_stats(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def finalize_unit(
-    unit: str, path: str, schema: pa.Schema, verdicts: tuple[np.ndarray, np.ndarray, np.ndarray],
-    tokens: TokenCount | None, output: Path, quarantine: Path, batch_size: int,
-) -> pd.DataFrame:  # fmt: skip
+    unit: str,
+    path: str,
+    schema: pa.Schema,
+    verdicts: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tokens: TokenCount | None,
+    output: Path,
+    quarantine: Path,
+    batch_size: int,
+) -> pd.DataFrame:
     """Verdicts, token counts and writes of one unit (see the module docstring)."""
     table = apply_verdicts(conform(pq.read_table(path), schema), *verdicts)
     table = table.drop_columns([c for c in (ROW_ID, SIGNATURE) if c in table.column_names])
@@ -111,8 +123,9 @@ def finalize_unit(
         table = table.append_column(TOKENS, pa.array(column, pa.int64()))
     kept = pc.equal(table[DROP], "")
     if (rows := table.filter(kept)).num_rows:
-        pq.write_to_dataset(rows, str(output), partition_cols=PARTITIONS,
-                            basename_template=f"{unit}-{{i}}.parquet")  # fmt: skip
+        pq.write_to_dataset(
+            rows, str(output), partition_cols=PARTITIONS, basename_template=f"{unit}-{{i}}.parquet"
+        )
     if (rows := table.filter(pc.invert(kept))).num_rows:
         pq.write_table(rows, quarantine / f"{unit}.parquet")
     wanted = [*GROUP_KEYS, "text", *([TOKENS] if tokens is not None else [])]
@@ -133,8 +146,10 @@ def _finalize_batch(
     batch: dict[str, np.ndarray], tokenizer: str | None, **kwargs: Any
 ) -> pd.DataFrame:
     tokens = _token_count(tokenizer) if tokenizer else None
-    parts = [finalize_unit(str(u), str(p), tokens=tokens, **kwargs)
-             for u, p in zip(batch["unit"], batch["path"], strict=True)]  # fmt: skip
+    parts = [
+        finalize_unit(str(u), str(p), tokens=tokens, **kwargs)
+        for u, p in zip(batch["unit"], batch["path"], strict=True)
+    ]
     return merge_stats(parts)
 
 
@@ -149,14 +164,25 @@ def warm_worker() -> int:
 
 
 def finalize_units(
-    units: list[str], files: list[str], schema: pa.Schema,
-    verdicts: tuple[np.ndarray, np.ndarray, np.ndarray], tokenizer: str | None,
-    output: Path, quarantine: Path, batch_size: int,
-) -> list[pd.DataFrame]:  # fmt: skip
+    units: list[str],
+    files: list[str],
+    schema: pa.Schema,
+    verdicts: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tokenizer: str | None,
+    output: Path,
+    quarantine: Path,
+    batch_size: int,
+) -> list[pd.DataFrame]:
     """The final pass: one task per unit (`finalize_unit`); returns the stats parts."""
     items = [{"unit": u, "path": f} for u, f in zip(units, files, strict=True)]
-    kwargs = {"tokenizer": tokenizer, "schema": schema, "verdicts": verdicts, "output": output,
-              "quarantine": quarantine, "batch_size": batch_size}  # fmt: skip
+    kwargs = {
+        "tokenizer": tokenizer,
+        "schema": schema,
+        "verdicts": verdicts,
+        "output": output,
+        "quarantine": quarantine,
+        "batch_size": batch_size,
+    }
     ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
         _finalize_batch, fn_kwargs=kwargs, batch_size=1, batch_format="numpy"
     )

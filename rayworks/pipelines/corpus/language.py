@@ -91,9 +91,14 @@ def load_identifier() -> LanguageIdentifier:
         return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     with np.load(_UNPACKED[0], allow_pickle=False) as data:
         return LanguageIdentifier(
-            data["ptc"], data["pc"], data["classes"].tolist(), _to_array(data["nextmove"]),
-            data["out_feat"].tolist(), norm_probs=True, tk_row=_to_array(data["nextmove_row"]),
-        )  # fmt: skip
+            data["ptc"],
+            data["pc"],
+            data["classes"].tolist(),
+            _to_array(data["nextmove"]),
+            data["out_feat"].tolist(),
+            norm_probs=True,
+            tk_row=_to_array(data["nextmove_row"]),
+        )
 
 
 @lru_cache(maxsize=2)

@@ -164,9 +164,11 @@ def cluster_edges(edges: set[Edge]) -> list[list[int]]:
 
 
 def resolve(
-    candidates: set[Edge], sigs: Mapping[int, np.ndarray], ids: Mapping[int, str],
+    candidates: set[Edge],
+    sigs: Mapping[int, np.ndarray],
+    ids: Mapping[int, str],
     cfg: NearDupConfig,
-) -> NearDupResult:  # fmt: skip
+) -> NearDupResult:
     """Verify (if `cfg.verify`; `sigs` must then hold every endpoint) and cluster the
     candidate edges; `ids` maps each representative's row id to its document id."""
     kept = verify_edges(candidates, sigs, cfg.threshold) if cfg.verify else candidates

@@ -85,8 +85,9 @@ def _plan(view: TextView, cfg: OCRQualityConfig) -> _Plan:
     """Cut `view`'s text into segments (sampled to `max_segments`), keep the ones with
     enough letters, and cut the windows that vote for the document languages."""
     words = view.words
-    windows = [" ".join(words[i : i + cfg.window_words])
-               for i in range(0, len(words), cfg.window_words)]  # fmt: skip
+    windows = [
+        " ".join(words[i : i + cfg.window_words]) for i in range(0, len(words), cfg.window_words)
+    ]
     if not words:
         return _Plan(0, 0, [], windows)
     if len(view.text) / len(words) > 15:  # no word spacing (CJK): character windows
@@ -162,11 +163,13 @@ def ocr_scores(
         for _ in plan.checked:
             lang, confidence = next(segments)
             agree += lang in langs and confidence >= cfg.min_segment_confidence
-        out.append({
-            "segments": float(plan.segments),
-            "numeric_ratio": plan.numeric / plan.segments if plan.segments else 0.0,
-            "consistency": agree / len(plan.checked) if plan.checked else 1.0,
-        })  # fmt: skip
+        out.append(
+            {
+                "segments": float(plan.segments),
+                "numeric_ratio": plan.numeric / plan.segments if plan.segments else 0.0,
+                "consistency": agree / len(plan.checked) if plan.checked else 1.0,
+            }
+        )
     return out
 
 
@@ -192,5 +195,6 @@ class OCRQuality:
         doc_langs = [str(langs[i]) if langs is not None and langs[i] else None for i in rows]
         plans = [_plan(v, c) for v in views(batch, c.text_column, rows)]
         scores = ocr_scores(plans, doc_langs, c)
-        return judge(add_scores(batch, rows, scores, OCR_KEYS, self.name), rows, scores,
-                     self.verdict)  # fmt: skip
+        return judge(
+            add_scores(batch, rows, scores, OCR_KEYS, self.name), rows, scores, self.verdict
+        )

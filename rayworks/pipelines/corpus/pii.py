@@ -83,8 +83,15 @@ DEFAULT_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "JP")
 """Regions tried for phone numbers without a `+` country code (Common Corpus is mostly
 English, French, German, Spanish, Italian and Dutch)."""
 
-LANGUAGE_REGIONS = {"en": ("US", "GB"), "fr": ("FR",), "de": ("DE",), "es": ("ES",),
-                    "it": ("IT",), "nl": ("NL",), "ja": ("JP",)}  # fmt: skip
+LANGUAGE_REGIONS = {
+    "en": ("US", "GB"),
+    "fr": ("FR",),
+    "de": ("DE",),
+    "es": ("ES",),
+    "it": ("IT",),
+    "nl": ("NL",),
+    "ja": ("JP",),
+}
 """Regions tried for a document of a known language (ours, not from a paper): a French
 document's national numbers are French ones; `+`-prefixed numbers are found in any region.
 Trying all eight regions on every digit run made phone matching most of the pipeline's
@@ -99,34 +106,110 @@ def regions_for(lang: str | None, regions: tuple[str, ...]) -> tuple[str, ...]:
 
 # ISO 13616 IBAN lengths per country (SWIFT IBAN registry).
 IBAN_LENGTHS = {
-    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22,
-    "BH": 22, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22,
-    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27,
-    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28,
-    "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20,
-    "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24,
-    "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24,
-    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31,
-    "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24,
-    "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
-}  # fmt: skip
+    "AD": 24,
+    "AE": 23,
+    "AL": 28,
+    "AT": 20,
+    "AZ": 28,
+    "BA": 20,
+    "BE": 16,
+    "BG": 22,
+    "BH": 22,
+    "BR": 29,
+    "BY": 28,
+    "CH": 21,
+    "CR": 22,
+    "CY": 28,
+    "CZ": 24,
+    "DE": 22,
+    "DK": 18,
+    "DO": 28,
+    "EE": 20,
+    "EG": 29,
+    "ES": 24,
+    "FI": 18,
+    "FO": 18,
+    "FR": 27,
+    "GB": 22,
+    "GE": 22,
+    "GI": 23,
+    "GL": 18,
+    "GR": 27,
+    "GT": 28,
+    "HR": 21,
+    "HU": 28,
+    "IE": 22,
+    "IL": 23,
+    "IQ": 23,
+    "IS": 26,
+    "IT": 27,
+    "JO": 30,
+    "KW": 30,
+    "KZ": 20,
+    "LB": 28,
+    "LC": 32,
+    "LI": 21,
+    "LT": 20,
+    "LU": 20,
+    "LV": 21,
+    "MC": 27,
+    "MD": 24,
+    "ME": 22,
+    "MK": 19,
+    "MR": 27,
+    "MT": 31,
+    "MU": 30,
+    "NL": 18,
+    "NO": 15,
+    "PK": 24,
+    "PL": 28,
+    "PS": 29,
+    "PT": 25,
+    "QA": 29,
+    "RO": 24,
+    "RS": 22,
+    "SA": 24,
+    "SC": 31,
+    "SE": 24,
+    "SI": 19,
+    "SK": 24,
+    "SM": 27,
+    "ST": 25,
+    "SV": 28,
+    "TL": 23,
+    "TN": 24,
+    "TR": 26,
+    "UA": 29,
+    "VA": 22,
+    "VG": 24,
+    "XK": 20,
+}
 
 CARD_RANGES = (
     ("4", "4", (13, 16, 19)),  # Visa
-    ("51", "55", (16,)), ("2221", "2720", (16,)),  # Mastercard
-    ("34", "34", (15,)), ("37", "37", (15,)),  # American Express
-    ("6011", "6011", (16, 17, 18, 19)), ("644", "649", (16, 17, 18, 19)),  # Discover
-    ("65", "65", (16, 17, 18, 19)), ("62", "62", (16, 17, 18, 19)),  # Discover, UnionPay
+    ("51", "55", (16,)),
+    ("2221", "2720", (16,)),  # Mastercard
+    ("34", "34", (15,)),
+    ("37", "37", (15,)),  # American Express
+    ("6011", "6011", (16, 17, 18, 19)),
+    ("644", "649", (16, 17, 18, 19)),  # Discover
+    ("65", "65", (16, 17, 18, 19)),
+    ("62", "62", (16, 17, 18, 19)),  # Discover, UnionPay
     ("3528", "3589", (16, 17, 18, 19)),  # JCB
-    ("36", "36", (14, 15, 16, 17, 18, 19)), ("300", "305", (14, 15, 16, 17, 18, 19)),
+    ("36", "36", (14, 15, 16, 17, 18, 19)),
+    ("300", "305", (14, 15, 16, 17, 18, 19)),
     ("38", "39", (14, 15, 16, 17, 18, 19)),  # Diners Club
-    ("2131", "2131", (15,)), ("1800", "1800", (15,)),  # JCB, 15-digit legacy ranges
-    ("5018", "5018", tuple(range(12, 20))), ("5020", "5020", tuple(range(12, 20))),
-    ("5038", "5038", tuple(range(12, 20))), ("5893", "5893", tuple(range(12, 20))),
-    ("6304", "6304", tuple(range(12, 20))), ("6759", "6759", tuple(range(12, 20))),
+    ("2131", "2131", (15,)),
+    ("1800", "1800", (15,)),  # JCB, 15-digit legacy ranges
+    ("5018", "5018", tuple(range(12, 20))),
+    ("5020", "5020", tuple(range(12, 20))),
+    ("5038", "5038", tuple(range(12, 20))),
+    ("5893", "5893", tuple(range(12, 20))),
+    ("6304", "6304", tuple(range(12, 20))),
+    ("6759", "6759", tuple(range(12, 20))),
     ("6761", "6763", tuple(range(12, 20))),  # Maestro
     ("2200", "2204", (16, 17, 18, 19)),  # Mir
-)  # fmt: skip
+)
 """(first, last prefix of the same length, card lengths) per card network's issuer
 identification (IIN) range, as the networks publish them (a snapshot of the list on
 Wikipedia's "Payment card number" page; ranges are added over the years). A Luhn-valid run
@@ -136,7 +219,7 @@ _NBSP = "\u00a0\u202f"  # no-break space, narrow no-break space (French typograp
 
 # Letters an email address may hold besides ASCII: Latin-1 letters (not U+00D7, U+00F7), Latin
 # Extended A/B and Additional, combining accents, Greek, Cyrillic.
-_MAIL_LETTERS = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff\u0300-\u036f\u0370-\u03ff\u0400-\u04ff"  # fmt: skip
+_MAIL_LETTERS = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff\u0300-\u036f\u0370-\u03ff\u0400-\u04ff"
 _MAIL = _MAIL_LETTERS + "0-9"
 _EMAIL = re.compile(
     rf"(?<![{_MAIL}._%+-])[{_MAIL}][{_MAIL}._%+-]*@[{_MAIL}-]+(?:\.[{_MAIL}-]+)*"
@@ -289,15 +372,24 @@ _PHONE_RUN = re.compile(rf"\d(?:[{_PHONE_SEPARATORS}]{{0,3}}\d)*")
 punctuation characters; three covers ") - " and " / "). A `+`, `(` or `(+` just before it
 is added by `_find_phones` (a pattern starting with a digit is scanned much faster)."""
 _PHONE_BREAKS = tuple(
-    re.compile(p) for p in (r"/+", r"(?=\()", r"\s-|-\s", r"[\u2012-\u2015\uff0d]", r"\.+",
-                            r"(?: |\u3000){2,}", r"(?: |\u3000)+")
-)  # fmt: skip
+    re.compile(p)
+    for p in (
+        r"/+",
+        r"(?=\()",
+        r"\s-|-\s",
+        r"[\u2012-\u2015\uff0d]",
+        r"\.+",
+        r"(?: |\u3000){2,}",
+        r"(?: |\u3000)+",
+    )
+)
 """Where a run that is not one number is cut, tried in this order (first cut that yields a
 valid number wins), as `PhoneNumberMatcher`'s inner matches: slash, opening bracket, spaced
 hyphen, long dashes, full stop, then spaces; two or more spaces first (table columns), and
 never at a no-break space, which joins the groups of one number."""
-_BREAK_CHARS = tuple(map(frozenset, ("/", "(", "-", "\u2012\u2013\u2014\u2015\uff0d", ".",
-                                      " \u3000", " \u3000")))  # fmt: skip
+_BREAK_CHARS = tuple(
+    map(frozenset, ("/", "(", "-", "\u2012\u2013\u2014\u2015\uff0d", ".", " \u3000", " \u3000"))
+)
 """Characters each of `_PHONE_BREAKS` needs (a run without any has no such cut)."""
 _PHONE_MIN_DIGITS = 7
 """Fewer digits are never redacted as a phone: the shortest numbers `phonenumbers` calls
@@ -400,8 +492,18 @@ def _libphonenumber_valid(number: str, region: str | None) -> bool:
     return phonenumbers.is_valid_number(parsed) and _is_national_prefix_present_if_required(parsed)
 
 
-_NUMBER_TYPES = ("premium_rate", "toll_free", "shared_cost", "voip", "personal_number",
-                 "pager", "uan", "voicemail", "fixed_line", "mobile")  # fmt: skip
+_NUMBER_TYPES = (
+    "premium_rate",
+    "toll_free",
+    "shared_cost",
+    "voip",
+    "personal_number",
+    "pager",
+    "uan",
+    "voicemail",
+    "fixed_line",
+    "mobile",
+)
 """The number types `is_valid_number` tries (`phonenumberutil._number_type_helper`)."""
 
 
@@ -439,10 +541,13 @@ class _RegionRules:
         # `_choose_formatting_pattern_for_number`'s look-ups, compiled once: (its last
         # leading-digits pattern or None, its pattern, whether it needs the national prefix)
         self.formats = [
-            (re.compile(f.leading_digits_pattern[-1]) if f.leading_digits_pattern else None,
-             re.compile(f.pattern), _needs_national_prefix(f))
+            (
+                re.compile(f.leading_digits_pattern[-1]) if f.leading_digits_pattern else None,
+                re.compile(f.pattern),
+                _needs_national_prefix(f),
+            )
             for f in meta.number_format
-        ]  # fmt: skip
+        ]
         by_length: dict[int, set[str]] = {}  # length (0: any) -> patterns of that length
         for other in COUNTRY_CODE_TO_REGION_CODE[code]:
             other_meta = PhoneMetadata.metadata_for_region(other, None)
@@ -457,8 +562,10 @@ class _RegionRules:
             and not any(re.search(r"\\[1-9]|\(\?P[<=]", p) for p in patterns)
             and (not self.rule or (self.prefix is not None and self.prefix.groups > 0))
         )
-        self.types = {n: re.compile("|".join(f"(?:{p})" for p in sorted(group)))
-                      for n, group in by_length.items()}  # fmt: skip
+        self.types = {
+            n: re.compile("|".join(f"(?:{p})" for p in sorted(group)))
+            for n, group in by_length.items()
+        }
         self.any_length = self.types.pop(0, None)
 
     def may_be_valid(self, digits: str) -> bool:
@@ -485,8 +592,10 @@ class _RegionRules:
 
     def _type_fits(self, nsn: str) -> bool:
         pattern = self.types.get(len(nsn))
-        return bool((pattern and pattern.fullmatch(nsn))
-                    or (self.any_length and self.any_length.fullmatch(nsn)))  # fmt: skip
+        return bool(
+            (pattern and pattern.fullmatch(nsn))
+            or (self.any_length and self.any_length.fullmatch(nsn))
+        )
 
     def _needs_prefix(self, nsn: str) -> bool:
         """Whether the first format that fits `nsn` needs the national prefix."""
@@ -555,9 +664,12 @@ def _phone_runs(text: str, win: _Windows | None) -> list[tuple[int, int]]:
     """(start, end) of each `_PHONE_RUN` match with at least `_PHONE_MIN_DIGITS` digits."""
     if win is not None:
         return win.runs(_PHONE_MIN_DIGITS)
-    return [m.span() for m in _PHONE_RUN.finditer(text)
-            if len(m.group()) >= _PHONE_MIN_DIGITS
-            and len(_NON_DIGIT.sub("", m.group())) >= _PHONE_MIN_DIGITS]  # fmt: skip
+    return [
+        m.span()
+        for m in _PHONE_RUN.finditer(text)
+        if len(m.group()) >= _PHONE_MIN_DIGITS
+        and len(_NON_DIGIT.sub("", m.group())) >= _PHONE_MIN_DIGITS
+    ]
 
 
 def _find_phones(text: str, regions: tuple[str, ...], win: _Windows | None = None) -> list[Span]:
@@ -646,8 +758,13 @@ def _class_table() -> np.ndarray:
     """Class bits per code point, each class found by the `re` pattern the finders use."""
     chars = "".join(map(chr, range(_CODE_POINTS)))
     table = np.zeros(_CODE_POINTS, np.uint8)
-    classes = ((_DIGIT, r"\d"), (_PHONE_SEP, f"[{_PHONE_SEPARATORS}]"), (_DOT, r"\."),
-               (_UPPER, "[A-Z]"), (_IPV6_CHAR, r"[0-9A-Fa-f:.]|\d"))  # fmt: skip
+    classes = (
+        (_DIGIT, r"\d"),
+        (_PHONE_SEP, f"[{_PHONE_SEPARATORS}]"),
+        (_DOT, r"\."),
+        (_UPPER, "[A-Z]"),
+        (_IPV6_CHAR, r"[0-9A-Fa-f:.]|\d"),
+    )
     for bit, pattern in classes:
         table[[m.start() for m in re.finditer(pattern, chars)]] |= bit
     return table

@@ -102,8 +102,16 @@ class GopherQualityConfig:
     score_dropped: bool = False
 
 
-GOPHER_KEYS = ["words", "mean_word_length", "hash_ratio", "ellipsis_ratio", "bullet_lines",
-               "ellipsis_lines", "alpha_words", "stop_words"]  # fmt: skip
+GOPHER_KEYS = [
+    "words",
+    "mean_word_length",
+    "hash_ratio",
+    "ellipsis_ratio",
+    "bullet_lines",
+    "ellipsis_lines",
+    "alpha_words",
+    "stop_words",
+]
 _PUNCT = ".,;:!?\"'()[]{}«»“”"
 
 
@@ -170,8 +178,9 @@ class GopherQuality:
         def score(view: TextView, row: int) -> dict[str, float]:
             return gopher_scores(view, c.stop_words.get(str(langs[row])))
 
-        return _apply(batch, c.text_column, c.score_dropped, score, GOPHER_KEYS, self.verdict,
-                      self.name)  # fmt: skip
+        return _apply(
+            batch, c.text_column, c.score_dropped, score, GOPHER_KEYS, self.verdict, self.name
+        )
 
 
 # ------------------------------------------------------------------------ Gopher repetition
@@ -289,9 +298,14 @@ class GopherRepetition:
         def score(view: TextView, row: int) -> dict[str, float]:
             return repetition_scores(view, top_ns, dup_ns)
 
-        keys = ["dup_line_frac", "dup_line_char_frac", "dup_para_frac", "dup_para_char_frac",
-                *(f"top_{n}gram_char_frac" for n in top_ns),
-                *(f"dup_{n}gram_char_frac" for n in dup_ns)]  # fmt: skip
+        keys = [
+            "dup_line_frac",
+            "dup_line_char_frac",
+            "dup_para_frac",
+            "dup_para_char_frac",
+            *(f"top_{n}gram_char_frac" for n in top_ns),
+            *(f"dup_{n}gram_char_frac" for n in dup_ns),
+        ]
         return _apply(batch, c.text_column, c.score_dropped, score, keys, self.verdict, self.name)
 
 
@@ -337,8 +351,16 @@ class C4QualityConfig:
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
 
 
-C4_KEYS = ["lines_kept_frac", "lines_no_terminal_punct", "lines_short", "lines_javascript",
-           "lines_policy", "sentences", "lorem_ipsum", "curly_bracket"]  # fmt: skip
+C4_KEYS = [
+    "lines_kept_frac",
+    "lines_no_terminal_punct",
+    "lines_short",
+    "lines_javascript",
+    "lines_policy",
+    "sentences",
+    "lorem_ipsum",
+    "curly_bracket",
+]
 
 
 def c4_clean(view: TextView, cfg: C4QualityConfig) -> tuple[str, dict[str, float]]:
@@ -393,8 +415,7 @@ class C4Quality:
         rows = scored_rows(batch, c.score_dropped)
         cleaned = [c4_clean(v, c) for v in views(batch, c.text_column, rows)]
         scores = [s for _, s in cleaned]
-        out = judge(add_scores(batch, rows, scores, C4_KEYS, self.name), rows, scores,
-                    self.verdict)  # fmt: skip
+        out = judge(add_scores(batch, rows, scores, C4_KEYS, self.name), rows, scores, self.verdict)
         if c.rewrite:  # dropped rows keep their original text for the quarantine
             texts = np.array(batch[c.text_column], dtype=object)
             keep = alive(out)

@@ -75,14 +75,39 @@ DataTrove peer's (`jsonl_records` of its input files), so the two rates compare.
 STATUSES = (*OPEN_STATUSES, "copyleft", "proprietary", "unknown")
 TEXT_EXTENSIONS = (".txt", ".md", ".rst", ".html", ".htm")
 CODE_LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
-    ".hpp": "cpp", ".cxx": "cpp", ".rs": "rust", ".go": "go", ".java": "java",
-    ".js": "javascript", ".mjs": "javascript", ".ts": "typescript", ".rb": "ruby",
-    ".sh": "shell", ".bash": "shell", ".pl": "perl", ".pm": "perl", ".lua": "lua",
-    ".r": "r", ".jl": "julia", ".scala": "scala", ".kt": "kotlin", ".swift": "swift",
-    ".php": "php", ".cs": "csharp", ".sql": "sql", ".f90": "fortran", ".hs": "haskell",
-    ".cmake": "cmake", ".pyx": "cython",
-}  # fmt: skip
+    ".py": "python",
+    ".pyi": "python",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cxx": "cpp",
+    ".rs": "rust",
+    ".go": "go",
+    ".java": "java",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".ts": "typescript",
+    ".rb": "ruby",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".pl": "perl",
+    ".pm": "perl",
+    ".lua": "lua",
+    ".r": "r",
+    ".jl": "julia",
+    ".scala": "scala",
+    ".kt": "kotlin",
+    ".swift": "swift",
+    ".php": "php",
+    ".cs": "csharp",
+    ".sql": "sql",
+    ".f90": "fortran",
+    ".hs": "haskell",
+    ".cmake": "cmake",
+    ".pyx": "cython",
+}
 """File extension (lower-case) -> language of the code collection."""
 
 
@@ -235,20 +260,37 @@ def record_row(record: dict, path: str, line: int | None, cfg: ReaderConfig) -> 
     if record.get("license_status") in STATUSES and record.get("license_evidence"):
         # a row already built by `make_row` (e.g. by `sources.build_corpus`): keep its
         # provenance (file, line, evidence) as written, not re-derived from less
-        ev = LicenseEvidence(record.get("license"), record["license_status"],
-                             record["license_evidence"], record.get("license_source") or path,
-                             record.get("license_confidence") or "high")  # fmt: skip
+        ev = LicenseEvidence(
+            record.get("license"),
+            record["license_status"],
+            record["license_evidence"],
+            record.get("license_source") or path,
+            record.get("license_confidence") or "high",
+        )
         meta = json.loads(record["meta"]) if isinstance(record.get("meta"), str) else None
-        row = make_row(text, collection=collection, source=source,
-                       source_path=record.get("source_path") or path, evidence=ev,
-                       line=record.get("line") if record.get("source_path") else line,
-                       code_language=record.get("code_language"), meta=meta)  # fmt: skip
+        row = make_row(
+            text,
+            collection=collection,
+            source=source,
+            source_path=record.get("source_path") or path,
+            evidence=ev,
+            line=record.get("line") if record.get("source_path") else line,
+            code_language=record.get("code_language"),
+            meta=meta,
+        )
         row["lang"] = record.get("lang")
         return good_row(row)
     known = {cfg.text_field, "collection", "source", "license"}
     extra = json.loads(json.dumps({k: v for k, v in record.items() if k not in known}, default=str))
-    row = make_row(text, collection=collection, source=source, source_path=path,
-                   evidence=_license_of(record, path, cfg), line=line, meta=extra or None)  # fmt: skip
+    row = make_row(
+        text,
+        collection=collection,
+        source=source,
+        source_path=path,
+        evidence=_license_of(record, path, cfg),
+        line=line,
+        meta=extra or None,
+    )
     return good_row(row)
 
 
@@ -333,8 +375,29 @@ class _HTMLText(HTMLParser):
     each block element so paragraphs stay apart for the line-based quality heuristics."""
 
     SKIP = {"script", "style", "noscript", "template", "head"}
-    BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre",
-             "section", "article", "blockquote", "dt", "dd", "table", "ul", "ol", "title"}  # fmt: skip
+    BLOCK = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "section",
+        "article",
+        "blockquote",
+        "dt",
+        "dd",
+        "table",
+        "ul",
+        "ol",
+        "title",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -393,8 +456,16 @@ def file_row(path: str, data: bytes, cfg: ReaderConfig, code_language: str | Non
         return reject_row(path, None, MISSING_COLLECTION, "", cfg.raw_chars)
     ev = evidence_from_field(cfg.license, path, "reader config license") if cfg.license else None
     source = cfg.source or os.path.basename(os.path.dirname(path))
-    return good_row(make_row(text, collection=collection, source=source, source_path=path,
-                             evidence=ev, code_language=code_language))  # fmt: skip
+    return good_row(
+        make_row(
+            text,
+            collection=collection,
+            source=source,
+            source_path=path,
+            evidence=ev,
+            code_language=code_language,
+        )
+    )
 
 
 def code_language_of(path: str) -> str | None:
@@ -407,8 +478,9 @@ def code_language_of(path: str) -> str | None:
 
 def read_jsonl(paths: str | Sequence[str], cfg: ReaderConfig = ReaderConfig()) -> ray.data.Dataset:
     """jsonl and jsonl.gz files (also .json/.ndjson lines) -> rows in `READ_FIELDS`."""
-    files = resolve_inputs(paths, [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json",
-                                   ".json.gz"])  # fmt: skip
+    files = resolve_inputs(
+        paths, [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz"]
+    )
     fn = _per_file(lambda p, d: jsonl_rows(p, d, cfg))
     return _read_raw(files).map_batches(fn, batch_size=1, batch_format="numpy")
 
@@ -460,12 +532,18 @@ def parquet_rows(
             number = sum(pf.metadata.row_group(i).num_rows for i in range(row_groups[0]))
         for batch in pf.iter_batches(batch_size=rows_per_block, row_groups=groups):
             records = batch.to_pylist()
-            yield to_table([record_row(r, path, number + i, cfg)
-                            for i, r in enumerate(records, start=1)])  # fmt: skip
+            yield to_table(
+                [record_row(r, path, number + i, cfg) for i, r in enumerate(records, start=1)]
+            )
             number += len(records)
     except (OSError, pa.ArrowException) as err:
-        yield to_table([reject_row(path, number + 1, PARQUET_INVALID,
-                                   f"{type(err).__name__}: {err}", cfg.raw_chars)])  # fmt: skip
+        yield to_table(
+            [
+                reject_row(
+                    path, number + 1, PARQUET_INVALID, f"{type(err).__name__}: {err}", cfg.raw_chars
+                )
+            ]
+        )
 
 
 class _ParquetRows(FileBasedDatasource):
@@ -497,8 +575,9 @@ def read_parquet_docs(
     return ray.data.read_datasource(_ParquetRows(files, cfg))
 
 
-def unit_table(files: Sequence[str], fmt: str, cfg: ReaderConfig, start: int = 0,
-               stop: int | None = None) -> pa.Table:  # fmt: skip
+def unit_table(
+    files: Sequence[str], fmt: str, cfg: ReaderConfig, start: int = 0, stop: int | None = None
+) -> pa.Table:
     """Every row of one unit of input (`units.Unit`: whole files, or with `stop` a piece
     of one file) in the `READ_FIELDS` layout, read in the calling process: the scoring
     stage reads its own units, so the corpus never passes through the object store."""
@@ -541,11 +620,18 @@ def split_rejects(ds: ray.data.Dataset) -> tuple[ray.data.Dataset, ray.data.Data
     def bad(t: pa.Table) -> pa.Table:
         return split_table(t)[1]
 
-    return (ds.map_batches(good, batch_format="pyarrow"),
-            ds.map_batches(bad, batch_format="pyarrow"))  # fmt: skip
+    return (
+        ds.map_batches(good, batch_format="pyarrow"),
+        ds.map_batches(bad, batch_format="pyarrow"),
+    )
 
 
 __all__ = [
-    "ReaderConfig", "read_code_tree", "read_jsonl", "read_parquet_docs",
-    "read_text_folder", "resolve_inputs", "split_rejects",
-]  # fmt: skip
+    "ReaderConfig",
+    "read_code_tree",
+    "read_jsonl",
+    "read_parquet_docs",
+    "read_text_folder",
+    "resolve_inputs",
+    "split_rejects",
+]

@@ -70,10 +70,12 @@ from rayworks.platform.atomic import atomic_dir
 if TYPE_CHECKING:  # not at run time: it imports torch, which Ray Data workers never need
     from rayworks.platform.context import RunContext
 
-SUFFIXES = {"jsonl": [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz"],
-            "parquet": [".parquet"],
-            "text": [*readers.TEXT_EXTENSIONS, *(s + ".gz" for s in readers.TEXT_EXTENSIONS)],
-            "code": list(readers.CODE_LANGUAGES)}  # fmt: skip
+SUFFIXES = {
+    "jsonl": [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz"],
+    "parquet": [".parquet"],
+    "text": [*readers.TEXT_EXTENSIONS, *(s + ".gz" for s in readers.TEXT_EXTENSIONS)],
+    "code": list(readers.CODE_LANGUAGES),
+}
 
 
 def _local_corpus(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
@@ -88,10 +90,17 @@ def _local_corpus(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], dict[s
 
     def build() -> None:  # under the cache's lock: concurrent runs wait, then reuse
         tmp = final.with_name(f"{key}.tmp-{os.getpid()}")
-        build_corpus(SourceConfig(
-            out_dir=str(tmp), site_packages=site, debian_doc=s.debian_doc,
-            max_packages=s.max_packages, max_docs=s.max_docs,
-            max_docs_per_package=s.max_docs_per_package, max_bytes=s.max_bytes))  # fmt: skip
+        build_corpus(
+            SourceConfig(
+                out_dir=str(tmp),
+                site_packages=site,
+                debian_doc=s.debian_doc,
+                max_packages=s.max_packages,
+                max_docs=s.max_docs,
+                max_docs_per_package=s.max_docs_per_package,
+                max_bytes=s.max_bytes,
+            )
+        )
         tmp.rename(final)
 
     locked_build(final, final / "manifest.json", build)
@@ -114,12 +123,20 @@ def resolve_inputs(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], str, 
 def _pool(cfg: CorpusConfig, items: int) -> ray.data.ActorPoolStrategy:
     """`cpus` actors (fewer for fewer items), one task in flight each: a unit waits in the
     queue for the first free actor instead of behind another actor's long unit."""
-    return ray.data.ActorPoolStrategy(size=max(1, min(cfg.cpus, items)),
-                                      max_tasks_in_flight_per_actor=1)  # fmt: skip
+    return ray.data.ActorPoolStrategy(
+        size=max(1, min(cfg.cpus, items)), max_tasks_in_flight_per_actor=1
+    )
 
 
-def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, out: Path,
-                ctx: RunContext, total: int) -> None:  # fmt: skip
+def score_units(
+    todo: list[Unit],
+    fmt: str,
+    cfg: CorpusConfig,
+    work: WorkDir,
+    out: Path,
+    ctx: RunContext,
+    total: int,
+) -> None:
     """The scoring stage: every unit of `todo` through one streaming execution; each
     manifest row becomes the unit's marker as it arrives. Units go out largest first, so
     the last to finish is a small one (longest-processing-time order)."""
@@ -129,9 +146,19 @@ def score_units(todo: list[Unit], fmt: str, cfg: CorpusConfig, work: WorkDir, ou
     order = sorted(todo, key=lambda u: (-u.bytes, u.name))
     ds = ray.data.from_items([unit_item(u) for u in order], override_num_blocks=len(order))
     scored = ds.map_batches(
-        ScoreUnits, fn_constructor_args=(cfg, fmt, str(work.root / "scored"), str(out / "rejects"),
-                                         str(ctx.cache_root / "py3langid")),
-        batch_size=1, batch_format="numpy", num_cpus=1, compute=_pool(cfg, len(order)))  # fmt: skip
+        ScoreUnits,
+        fn_constructor_args=(
+            cfg,
+            fmt,
+            str(work.root / "scored"),
+            str(out / "rejects"),
+            str(ctx.cache_root / "py3langid"),
+        ),
+        batch_size=1,
+        batch_format="numpy",
+        num_cpus=1,
+        compute=_pool(cfg, len(order)),
+    )
     done = total - len(todo)
     for row in scored.iter_rows():
         manifest = json.loads(row["manifest"])
@@ -167,8 +194,10 @@ def global_phase(
     near = cfg.near_dup() if cfg.near_dedup else None
     files = [str(folder / "part.parquet") for _, folder in units]
     t = clock()
-    ranges = [[str(f) for _, folder in units if (f := folder / f"keys-{r:04d}.parquet").exists()]
-              for r in range(cfg.dedup_hash_ranges)]  # fmt: skip
+    ranges = [
+        [str(f) for _, folder in units if (f := folder / f"keys-{r:04d}.parquet").exists()]
+        for r in range(cfg.dedup_hash_ranges)
+    ]
     links = find_links([r for r in ranges if r])
     timing = {"dedup links": clock() - t}
 
@@ -176,8 +205,15 @@ def global_phase(
     ends = {row for edge in links.edges for row in edge}
     candidates = live - len(links.exact) - len(ends)
     cutoff = sample_cutoff(cfg.tokenizer_sample_docs, candidates)
-    fetched = fetch(files, ends, set(links.exact), cutoff, near, cfg.tokenizer_sample_docs,
-                    cfg.tokenizer_sample_chars)  # fmt: skip
+    fetched = fetch(
+        files,
+        ends,
+        set(links.exact),
+        cutoff,
+        near,
+        cfg.tokenizer_sample_docs,
+        cfg.tokenizer_sample_chars,
+    )
     timing["signatures + sample"] = clock() - t
 
     t = clock()
@@ -191,27 +227,40 @@ def global_phase(
     tokenizer = None
     if sample:
         texts = (text for _, text in sample[: cfg.tokenizer_sample_docs])
-        tok_cfg = TokenizerConfig(vocab_size=cfg.tokenizer_vocab_size,
-                                  max_chars=cfg.tokenizer_sample_chars)  # fmt: skip
+        tok_cfg = TokenizerConfig(
+            vocab_size=cfg.tokenizer_vocab_size, max_chars=cfg.tokenizer_sample_chars
+        )
         tokenizer = train_bpe(texts, tok_cfg, out / "tokenizer.json")
     timing["cluster + tokenizer"] = clock() - t
 
     t = clock()
     near_rows = np.asarray(sorted(near_drop), dtype=np.int64)
-    verdicts = (np.asarray(sorted(links.exact), dtype=np.int64), near_rows,
-                np.asarray([near_drop[r] for r in near_rows.tolist()], dtype=object))  # fmt: skip
+    verdicts = (
+        np.asarray(sorted(links.exact), dtype=np.int64),
+        near_rows,
+        np.asarray([near_drop[r] for r in near_rows.tolist()], dtype=object),
+    )
     # largest unit first (longest-processing-time order), so the pass does not end on one
     # big unit while the other CPUs idle; output names carry the unit, so order is free
     order = sorted(range(len(units)), key=lambda i: (-os.path.getsize(files[i]), i))
     with atomic_dir(out / "output") as output, atomic_dir(out / "quarantine") as quarantine:
         parts = finalize_units(
-            [units[i][0] for i in order], [files[i] for i in order], unified_schema(files),
-            verdicts, str(tokenizer) if tokenizer else None, output, quarantine,
-            cfg.batch_size)  # fmt: skip
+            [units[i][0] for i in order],
+            [files[i] for i in order],
+            unified_schema(files),
+            verdicts,
+            str(tokenizer) if tokenizer else None,
+            output,
+            quarantine,
+            cfg.batch_size,
+        )
     stats = merge_stats(parts)
     timing["final pass"] = clock() - t
-    driver = {"links": links.driver_bytes, "fetch": fetched.driver_bytes,
-              "stats": int(sum(p.memory_usage(deep=True).sum() for p in parts))}  # fmt: skip
+    driver = {
+        "links": links.driver_bytes,
+        "fetch": fetched.driver_bytes,
+        "stats": int(sum(p.memory_usage(deep=True).sum() for p in parts)),
+    }
     return stats, dedup_stats, tokenizer, {"seconds": timing, "driver_bytes": driver}
 
 
@@ -263,23 +312,42 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
         )
     seconds = time.perf_counter() - start
     attrition = attrition_table(total, rejected, dropped)
-    (out / "attrition.json").write_text(json.dumps(
-        {"in": total, "kept": kept, "rejected": dict(rejected), "dropped": dict(dropped),
-         "steps": attrition}, indent=2, sort_keys=True))  # fmt: skip
+    (out / "attrition.json").write_text(
+        json.dumps(
+            {
+                "in": total,
+                "kept": kept,
+                "rejected": dict(rejected),
+                "dropped": dict(dropped),
+                "steps": attrition,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
     profile = _profile(marks, {"scoring (wall)": scoring_s, **phase["seconds"]})
     driver_bytes = sum(phase["driver_bytes"].values())
     in_bytes = sum(u.bytes for u in units)
-    meta = {"pipeline_version": PIPELINE_VERSION, "open_only": cfg.open_only, "seconds": seconds,
-            "inputs": cfg.inputs or built.get("input_dir", ""), "units": len(units),
-            "resumed_units": len(units) - len(todo),
-            "tokenizer_vocab_size": vocab_size(tokenizer) if tokenizer else 0,
-            "driver_bytes_per_row": driver_bytes / total if total else 0.0}  # fmt: skip
+    meta = {
+        "pipeline_version": PIPELINE_VERSION,
+        "open_only": cfg.open_only,
+        "seconds": seconds,
+        "inputs": cfg.inputs or built.get("input_dir", ""),
+        "units": len(units),
+        "resumed_units": len(units) - len(todo),
+        "tokenizer_vocab_size": vocab_size(tokenizer) if tokenizer else 0,
+        "driver_bytes_per_row": driver_bytes / total if total else 0.0,
+    }
     write_datasheet(out, stats, attrition, dedup_stats, meta, profile)
     (out / "profile.json").write_text(json.dumps(profile, indent=2))
     near = dedup_stats.get("near", {})
     summary = {
-        "in": total, "kept": kept, "dropped": n_dropped, "rejected": n_rejected,
-        "kept_share": kept / total if total else 0.0, "seconds": seconds,
+        "in": total,
+        "kept": kept,
+        "dropped": n_dropped,
+        "rejected": n_rejected,
+        "kept_share": kept / total if total else 0.0,
+        "seconds": seconds,
         "docs_per_s": total / seconds if seconds > 0 else 0.0,
         "docs_counted": readers.DOCS_COUNTED,  # the DataTrove peer divides the same count
         "mb_per_s": in_bytes / 2**20 / seconds if seconds > 0 else 0.0,
@@ -287,13 +355,16 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
         "duplicate_ids": dedup_stats["exact_duplicate_ids"],
         "near_dup_clusters": near.get("n_clusters", 0),
         "near_dup_threshold": cfg.near_dup().threshold if cfg.near_dedup else 0.0,
-        "units": len(units), "scoring_seconds": scoring_s,
-        "driver_bytes": driver_bytes, "driver_bytes_per_row": meta["driver_bytes_per_row"],
+        "units": len(units),
+        "scoring_seconds": scoring_s,
+        "driver_bytes": driver_bytes,
+        "driver_bytes_per_row": meta["driver_bytes_per_row"],
         "child_restarts": sum(m.get("restarts", 0) for m in marks),
-        "resumed_units": len(units) - len(todo), **built,
+        "resumed_units": len(units) - len(todo),
+        **built,
         **{f"dropped_{r.replace(':', '_')}": n for r, n in sorted(dropped.items())},
         **{f"rejected_{r.replace(':', '_')}": n for r, n in sorted(rejected.items())},
-    }  # fmt: skip
+    }
     ctx.log(len(units) + 1, **{k: v for k, v in summary.items() if isinstance(v, int | float)})
     return summary
 
@@ -304,9 +375,10 @@ def attrition_table(
     """Rows remaining after each stage: read, reader rejects, then each step of
     `STEP_ORDER` (first reason wins, so a row counts for the first step that dropped it)."""
     left = total - sum(rejected.values())
-    rows = [{"step": "read", "removed": 0, "left": total},
-            {"step": "reject", "removed": total - left, "left": left,
-             "reasons": dict(rejected)}]  # fmt: skip
+    rows = [
+        {"step": "read", "removed": 0, "left": total},
+        {"step": "reject", "removed": total - left, "left": left, "reasons": dict(rejected)},
+    ]
     by_step: Counter[str] = Counter()
     for reason, n in dropped.items():
         by_step[reason.split(":", 1)[0]] += n

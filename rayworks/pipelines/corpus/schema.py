@@ -51,18 +51,34 @@ COLLECTIONS = ("government", "culture", "science", "code", "web", "semantic")
 
 # Common Corpus's own spellings (dataset card, Nov 2024 and 2025) -> ours.
 _COLLECTION_ALIASES = {
-    "opengovernment": "government", "openculture": "culture", "openscience": "science",
-    "opencode": "code", "opensource": "code", "openweb": "web", "opensemantic": "semantic",
-}  # fmt: skip
+    "opengovernment": "government",
+    "openculture": "culture",
+    "openscience": "science",
+    "opencode": "code",
+    "opensource": "code",
+    "openweb": "web",
+    "opensemantic": "semantic",
+}
 
-ROW_SCHEMA = pa.schema([
-    ("id", pa.string()), ("text", pa.string()), ("collection", pa.string()),
-    ("source", pa.string()), ("source_path", pa.string()), ("line", pa.int64()),
-    ("license", pa.string()), ("license_status", pa.string()),
-    ("license_evidence", pa.string()), ("license_source", pa.string()),
-    ("license_confidence", pa.string()), ("lang", pa.string()),
-    ("code_language", pa.string()), ("meta", pa.string()), ("pipeline_version", pa.string()),
-])  # fmt: skip
+ROW_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("text", pa.string()),
+        ("collection", pa.string()),
+        ("source", pa.string()),
+        ("source_path", pa.string()),
+        ("line", pa.int64()),
+        ("license", pa.string()),
+        ("license_status", pa.string()),
+        ("license_evidence", pa.string()),
+        ("license_source", pa.string()),
+        ("license_confidence", pa.string()),
+        ("lang", pa.string()),
+        ("code_language", pa.string()),
+        ("meta", pa.string()),
+        ("pipeline_version", pa.string()),
+    ]
+)
 ROW_FIELDS = tuple(ROW_SCHEMA.names)
 
 READ_SCHEMA = ROW_SCHEMA.append(pa.field("reject_reason", pa.string())).append(

@@ -42,13 +42,20 @@ from rayworks.platform.atomic import atomic_dir
 ROW_BITS = 32
 """Rows per unit at most: 2**32 (a unit is a few MB of input)."""
 
-_REJECT_SCHEMA = pa.schema([("source_path", pa.string()), ("line", pa.int64()),
-                            ("reason", pa.string()), ("raw", pa.string())])  # fmt: skip
+_REJECT_SCHEMA = pa.schema(
+    [
+        ("source_path", pa.string()),
+        ("line", pa.int64()),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
 
 
 def reader_config(cfg: CorpusConfig) -> readers.ReaderConfig:
-    return readers.ReaderConfig(text_field=cfg.text_field, collection=cfg.collection,
-                                license=cfg.license)  # fmt: skip
+    return readers.ReaderConfig(
+        text_field=cfg.text_field, collection=cfg.collection, license=cfg.license
+    )
 
 
 def make_chain(cfg: CorpusConfig, langid_cache: str | None = None) -> GuardedChain | LocalChain:
@@ -64,17 +71,27 @@ def _timeout_rejects(good: pa.Table, timeouts: list[tuple[int, str]], limit: int
     """Reject rows for the rows the budget gave up on: reason and the text as raw."""
     rows = [good.slice(i, 1).to_pylist()[0] for i, _ in timeouts]
     return pa.Table.from_pylist(
-        [{"source_path": r["source_path"], "line": r["line"], "reason": reason,
-          "raw": raw_text(r["text"] or "", limit)}
-         for r, (_, reason) in zip(rows, timeouts, strict=True)],
+        [
+            {
+                "source_path": r["source_path"],
+                "line": r["line"],
+                "reason": reason,
+                "raw": raw_text(r["text"] or "", limit),
+            }
+            for r, (_, reason) in zip(rows, timeouts, strict=True)
+        ],
         schema=_REJECT_SCHEMA,
-    )  # fmt: skip
+    )
 
 
 def score_unit(
-    unit: Unit, fmt: str, cfg: CorpusConfig, chain: GuardedChain | LocalChain,
-    scored_root: Path, rejects_root: Path,
-) -> dict[str, Any]:  # fmt: skip
+    unit: Unit,
+    fmt: str,
+    cfg: CorpusConfig,
+    chain: GuardedChain | LocalChain,
+    scored_root: Path,
+    rejects_root: Path,
+) -> dict[str, Any]:
     """Read, score and write one unit: its scored rows to `scored_root/<unit>`, its reader
     rejects and timeout rejects (PII-redacted) to `rejects_root/<unit>`, each renamed into
     place. Returns the manifest row the driver turns into the unit's marker."""
@@ -118,11 +135,16 @@ def score_unit(
     live = sum(int(np.sum(p[DROP].to_numpy(zero_copy_only=False) == "")) for p in parts)
     seconds = {**chain.take_seconds(), "read": read_s, "write": clock() - write_start}
     return {
-        "unit": unit.name, "in": table.num_rows, "scored": good.num_rows - len(timeouts),
-        "live": live, "rejected": dict(Counter(rejects["reason"].to_pylist())),
-        "seconds": seconds, "busy_s": clock() - start, "score_s": score_s,
+        "unit": unit.name,
+        "in": table.num_rows,
+        "scored": good.num_rows - len(timeouts),
+        "live": live,
+        "rejected": dict(Counter(rejects["reason"].to_pylist())),
+        "seconds": seconds,
+        "busy_s": clock() - start,
+        "score_s": score_s,
         "restarts": chain.restarts - restarts,
-    }  # fmt: skip
+    }
 
 
 def unit_item(unit: Unit) -> dict[str, str]:
@@ -134,8 +156,14 @@ class ScoreUnits:
     """The scoring stage's actor: builds the steps once (in its guarded child), then
     `score_unit` for every unit it is handed; returns the manifest rows as JSON."""
 
-    def __init__(self, cfg: CorpusConfig, fmt: str, scored_root: str, rejects_root: str,
-                 langid_cache: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: CorpusConfig,
+        fmt: str,
+        scored_root: str,
+        rejects_root: str,
+        langid_cache: str | None = None,
+    ) -> None:
         self.cfg, self.fmt = cfg, fmt
         self.roots = Path(scored_root), Path(rejects_root)
         self.chain = make_chain(cfg, langid_cache)

@@ -169,8 +169,12 @@ def python_rows(cfg: SourceConfig, manifest: Manifest) -> Iterator[dict]:
         meta = {"distribution": name, "version": headers.get("Version")}
         manifest.packages["python"] += 1
 
-        def docs(dist: Path = dist, evidence: LicenseEvidence = evidence, name: str = name,
-                 meta: dict = meta) -> Iterator[dict]:  # fmt: skip
+        def docs(
+            dist: Path = dist,
+            evidence: LicenseEvidence = evidence,
+            name: str = name,
+            meta: dict = meta,
+        ) -> Iterator[dict]:
             for path in _record_py_files(dist, dist.parent):
                 doc, reason = _read_doc(path, cfg.max_bytes)
                 if doc is None:
@@ -179,8 +183,15 @@ def python_rows(cfg: SourceConfig, manifest: Manifest) -> Iterator[dict]:
                 if not doc.strip():
                     manifest.skipped["python:empty"] += 1
                     continue
-                yield make_row(doc, collection="code", source=name, source_path=str(path),
-                               evidence=evidence, code_language="python", meta=meta)  # fmt: skip
+                yield make_row(
+                    doc,
+                    collection="code",
+                    source=name,
+                    source_path=str(path),
+                    evidence=evidence,
+                    code_language="python",
+                    meta=meta,
+                )
 
         yield from _capped(docs(), cfg.max_docs_per_package)
 
@@ -228,9 +239,14 @@ def debian_rows(cfg: SourceConfig, manifest: Manifest) -> Iterator[dict]:
                     if not doc.strip():
                         manifest.skipped["debian:empty"] += 1
                         continue
-                    yield make_row(doc, collection=DEBIAN_COLLECTION, source=pkg.name,
-                                   source_path=str(path), evidence=evidence,
-                                   meta={"debian_package": pkg.name})  # fmt: skip
+                    yield make_row(
+                        doc,
+                        collection=DEBIAN_COLLECTION,
+                        source=pkg.name,
+                        source_path=str(path),
+                        evidence=evidence,
+                        meta={"debian_package": pkg.name},
+                    )
 
         yield from _capped(docs(), cfg.max_docs_per_package)
 

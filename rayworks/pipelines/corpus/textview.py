@@ -61,8 +61,14 @@ _CLASSES = ("letters", "digits", "alnum", "whitespace", "upper", "punctuation")
 
 
 def _classes(ch: str) -> tuple[bool, ...]:
-    return (ch.isalpha(), ch.isdigit(), ch.isalnum(), ch.isspace(), ch.isupper(),
-            unicodedata.category(ch).startswith("P"))  # fmt: skip
+    return (
+        ch.isalpha(),
+        ch.isdigit(),
+        ch.isalnum(),
+        ch.isspace(),
+        ch.isupper(),
+        unicodedata.category(ch).startswith("P"),
+    )
 
 
 _ASCII = np.array([_classes(chr(c)) for c in range(128)], dtype=np.int64)  # (128, classes)

@@ -130,9 +130,13 @@ def splits_like_gpt2(tokenizer: Tokenizer) -> bool:
     `GPT2_SPLIT` pieces' tokens, concatenated."""
     spec = json.loads(tokenizer.to_str())
     pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-    return (spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
-            and pre.get("use_regex", True) and model.get("type") == "BPE"
-            and model.get("dropout") is None)  # fmt: skip
+    return (
+        spec.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+        and model.get("type") == "BPE"
+        and model.get("dropout") is None
+    )
 
 
 class PretokenCounter:
@@ -168,8 +172,12 @@ class PretokenCounter:
     def __call__(self, texts: Sequence[str]) -> list[int]:
         if not self.by_piece:
             return self._encode(list(texts))
-        return [self._encode([t])[0] if any(s in t for s in self.specials)
-                else self._pieces(GPT2_SPLIT.findall(t)) for t in texts]  # fmt: skip
+        return [
+            self._encode([t])[0]
+            if any(s in t for s in self.specials)
+            else self._pieces(GPT2_SPLIT.findall(t))
+            for t in texts
+        ]
 
 
 class TokenCount:
@@ -184,6 +192,7 @@ class TokenCount:
 
     def __call__(self, batch: Batch) -> Batch:
         keep = alive(batch)
-        counts = iter(self.count([str(t) for t, k in zip(batch[self.text_column], keep,
-                                                         strict=True) if k]))  # fmt: skip
+        counts = iter(
+            self.count([str(t) for t, k in zip(batch[self.text_column], keep, strict=True) if k])
+        )
         return {**batch, TOKENS: np.asarray([next(counts) if k else 0 for k in keep], np.int64)}

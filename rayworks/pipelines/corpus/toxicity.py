@@ -171,9 +171,11 @@ class Toxicity:
             self.score(v, langs[i] if langs is not None else None)
             for v, i in zip(views(batch, c.text_column, rows), rows, strict=True)
         ]
-        out = add_scores(batch, rows, [{"hits": h} for h, _ in scores], ["hits"], self.name,
-                         dtype=np.int64)  # fmt: skip
+        out = add_scores(
+            batch, rows, [{"hits": h} for h, _ in scores], ["hits"], self.name, dtype=np.int64
+        )
         out = add_scores(out, rows, [{"score": s} for _, s in scores], ["score"], self.name)
         limit = c.max_score
-        return judge(out, rows, scores,
-                     lambda hs: WORDS if limit is not None and hs[1] > limit else "")  # fmt: skip
+        return judge(
+            out, rows, scores, lambda hs: WORDS if limit is not None and hs[1] > limit else ""
+        )

@@ -155,8 +155,9 @@ def plan_units(paths: list[str], unit_bytes: int, fmt: str = "files") -> list[Un
 
 def plan_digest(units: list[Unit], settings: Mapping[str, Any]) -> str:
     """A hash of the plan: unit names, files and sizes, and the settings."""
-    blob = json.dumps({"units": [asdict(u) for u in units], "settings": settings},
-                      sort_keys=True, default=str).encode()  # fmt: skip
+    blob = json.dumps(
+        {"units": [asdict(u) for u in units], "settings": settings}, sort_keys=True, default=str
+    ).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -199,8 +200,12 @@ class WorkDir:
         if plan_path.exists():
             self._check(json.loads(plan_path.read_text()), plan_path, units, settings, digest)
         else:
-            plan = {"digest": digest, "units": len(units), "settings": settings,
-                    "plan": [asdict(u) for u in units]}  # fmt: skip
+            plan = {
+                "digest": digest,
+                "units": len(units),
+                "settings": settings,
+                "plan": [asdict(u) for u in units],
+            }
             plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True, default=str))
         todo = [u for u in units if not self.done(u)]
         for parent in self.unit_parents:
@@ -213,8 +218,9 @@ class WorkDir:
         return todo
 
     @staticmethod
-    def _check(old: dict, plan_path: Path, units: list[Unit], settings: Mapping[str, Any],
-               digest: str) -> None:  # fmt: skip
+    def _check(
+        old: dict, plan_path: Path, units: list[Unit], settings: Mapping[str, Any], digest: str
+    ) -> None:
         """Raise unless the recorded plan is this one; name the settings that differ."""
         if "settings" not in old:
             raise RayworksError(

@@ -18,9 +18,18 @@ from rayworks.pipelines.dpad.dropout import A_MAX
 from rayworks.pipelines.dpad.tasks import TaskConfig, answer_limit
 
 DecoderName = Literal[
-    "vanilla", "vanilla_et", "dpad_et", "dpad_det_et", "dpad_uniform_et", "w0_et",
-    "parallel", "parallel_et", "parallel_dpad_et", "parallel_cache_et", "parallel_cache_dpad_et",
-]  # fmt: skip
+    "vanilla",
+    "vanilla_et",
+    "dpad_et",
+    "dpad_det_et",
+    "dpad_uniform_et",
+    "w0_et",
+    "parallel",
+    "parallel_et",
+    "parallel_dpad_et",
+    "parallel_cache_et",
+    "parallel_cache_dpad_et",
+]
 GRID: list[DecoderName] = list(get_args(DecoderName))
 
 
@@ -88,7 +97,7 @@ class DPadConfig(PipelineConfig):
             "dropout": {"window": 32, "k": 3.0, "a": 2.0},
             "num_threads": 1,
         },
-    }  # fmt: skip
+    }
 
     model: DecoderSpec = Field(
         default_factory=lambda: DecoderSpec(

@@ -116,9 +116,16 @@ class _Costs:
 
 
 def decode_block(
-    model: PreTrainedModel, x: Tensor, rows: Tensor, index: Tensor, valid: Tensor,
-    start: int, end: int, dec: Decoder, costs: _Costs,
-) -> None:  # fmt: skip
+    model: PreTrainedModel,
+    x: Tensor,
+    rows: Tensor,
+    index: Tensor,
+    valid: Tensor,
+    start: int,
+    end: int,
+    dec: Decoder,
+    costs: _Costs,
+) -> None:
     """Denoise block [start, end) of `x` (in place) for batch rows `rows` on their pruned
     sequences (`index`, `valid` from `pruned_index`), until no MASK is left in it."""
     mask_id = mask_token_id(model)
@@ -143,9 +150,13 @@ def decode_block(
             new_ok = ok[:, start:]
             keep = None if bool(new_ok.all()) else torch.cat([ok[:, :start], new_ok], 1)
             logits = diffusion_logits(
-                model, ids[:, start:], idx[:, start:], cache=_rows(prefix, sub), key_keep=keep,
+                model,
+                ids[:, start:],
+                idx[:, start:],
+                cache=_rows(prefix, sub),
+                key_keep=keep,
                 logits_rows=slice(0, end - start),
-            )  # fmt: skip
+            )
             n_q = new_ok.sum(1)
             n_k = n_q + start
         costs.add(r, n_q, n_k)
@@ -154,9 +165,14 @@ def decode_block(
 
 @torch.no_grad()
 def generate(
-    model: PreTrainedModel, prompts: Tensor, gen_length: int, block_length: int,
-    dec: Decoder, eos_id: int, generator: torch.Generator,
-) -> DecodeResult:  # fmt: skip
+    model: PreTrainedModel,
+    prompts: Tensor,
+    gen_length: int,
+    block_length: int,
+    dec: Decoder,
+    eos_id: int,
+    generator: torch.Generator,
+) -> DecodeResult:
     """Decode `gen_length` tokens after `prompts` [N, P] with recipe `dec`."""
     if gen_length % block_length:
         raise ValueError(
@@ -167,8 +183,12 @@ def generate(
     mask_id = mask_token_id(model)
     x = torch.cat([prompts, torch.full((n, gen_length), mask_id, dtype=prompts.dtype)], 1)
     zeros = torch.zeros(n, dtype=torch.float64)
-    costs = _Costs(torch.zeros(n, dtype=torch.long), zeros.clone(), zeros.clone(),
-                   int(model.config.num_hidden_layers))  # fmt: skip
+    costs = _Costs(
+        torch.zeros(n, dtype=torch.long),
+        zeros.clone(),
+        zeros.clone(),
+        int(model.config.num_hidden_layers),
+    )
     finished = torch.zeros(n, dtype=torch.bool)
     for start in range(p, total, block_length):
         end = start + block_length

@@ -68,8 +68,15 @@ def evaluate(
     outputs, nfe, tokens, pairs, tok = [], 0.0, 0.0, 0.0, 0.0
     t0 = time.perf_counter()
     for lo in range(0, n, cfg.eval_batch):
-        res = generate(model, batch.prompts[lo : lo + cfg.eval_batch], gen_length,
-                       cfg.block_length, dec, EOS, gen)  # fmt: skip
+        res = generate(
+            model,
+            batch.prompts[lo : lo + cfg.eval_batch],
+            gen_length,
+            cfg.block_length,
+            dec,
+            EOS,
+            gen,
+        )
         outputs += [extract_answer(row[p:]) for row in res.tokens]
         answers = batch.answers[lo : lo + cfg.eval_batch]
         tok += sum(
@@ -80,8 +87,14 @@ def evaluate(
         pairs += float(res.pair_cost.sum())
     sec = time.perf_counter() - t0
     correct = [out == ans for out, ans in zip(outputs, batch.answers, strict=True)]
-    row = {"acc": sum(correct) / n, "sec": sec / n, "nfe": nfe / n,
-           "tokens": tokens / n, "pairs": pairs / n, "tok": tok / n}  # fmt: skip
+    row = {
+        "acc": sum(correct) / n,
+        "sec": sec / n,
+        "nfe": nfe / n,
+        "tokens": tokens / n,
+        "pairs": pairs / n,
+        "tok": tok / n,
+    }
     for task in sorted(set(batch.tasks)):
         hits = [c for c, t in zip(correct, batch.tasks, strict=True) if t == task]
         row[f"acc_{task}"] = sum(hits) / len(hits)

@@ -42,13 +42,22 @@ from rayworks.platform.registry import Arm, pipeline
 
 TEST_SEED_OFFSET = 10_007
 REPORT = (
-    "accuracy_vanilla", "accuracy_vanilla_et",
-    "speedup_tokens_vs_vanilla", "speedup_tokens_vs_vanilla_et",
-    "speedup_wall_vs_vanilla", "speedup_wall_vs_vanilla_et",
-    "accuracy_g64", "accuracy_g128", "accuracy_g256",
-    "accuracy_w0", "accuracy_uniform", "accuracy_deterministic",
-    "speedup_wall_parallel_cache_dpad_vs_vanilla", "token_accuracy", "token_accuracy_vanilla",
-)  # fmt: skip
+    "accuracy_vanilla",
+    "accuracy_vanilla_et",
+    "speedup_tokens_vs_vanilla",
+    "speedup_tokens_vs_vanilla_et",
+    "speedup_wall_vs_vanilla",
+    "speedup_wall_vs_vanilla_et",
+    "accuracy_g64",
+    "accuracy_g128",
+    "accuracy_g256",
+    "accuracy_w0",
+    "accuracy_uniform",
+    "accuracy_deterministic",
+    "speedup_wall_parallel_cache_dpad_vs_vanilla",
+    "token_accuracy",
+    "token_accuracy_vanilla",
+)
 CURVES = ("accuracy", "speedup_tokens_vs_vanilla_et")
 
 
@@ -59,8 +68,10 @@ def pass_rule(rows: list[dict[str, float]]) -> dict[str, float]:
         return {}
     acc_ok = all(r["dpad_et/acc"] >= r["vanilla_et/acc"] - 0.02 for r in rows)
     sp = [r["dpad_et/speedup_tokens_vs_vanilla_et"] for r in rows]
-    return {"pass_accuracy": float(acc_ok),
-            "pass_speedup_grows": float(all(b > a for a, b in itertools.pairwise(sp)))}  # fmt: skip
+    return {
+        "pass_accuracy": float(acc_ok),
+        "pass_speedup_grows": float(all(b > a for a, b in itertools.pairwise(sp))),
+    }
 
 
 def headline(rows: list[dict[str, float]], method: str) -> dict[str, float]:
@@ -84,8 +95,13 @@ def headline(rows: list[dict[str, float]], method: str) -> dict[str, float]:
     for k in ("tokens", "pairs", "wall"):
         for ref in ("vanilla", "vanilla_et"):
             out[f"speedup_{k}_vs_{ref}"] = out[f"speedup_{k}_vs_{ref}_g{g}"]
-    named = {"vanilla": "vanilla", "vanilla_et": "vanilla_et", "w0": "w0_et",
-             "uniform": "dpad_uniform_et", "deterministic": "dpad_det_et"}  # fmt: skip
+    named = {
+        "vanilla": "vanilla",
+        "vanilla_et": "vanilla_et",
+        "w0": "w0_et",
+        "uniform": "dpad_uniform_et",
+        "deterministic": "dpad_det_et",
+    }
     for label, name in named.items():
         if f"{name}/acc" in last:
             out[f"accuracy_{label}"] = last[f"{name}/acc"]
@@ -108,8 +124,10 @@ def run_grid(cfg: DPadConfig, ctx: RunContext) -> dict[str, float]:
         results, correct = {}, {}
         for name in cfg.decoders:
             results[name], outputs, correct[name] = evaluate(model, test, g, name, cfg)
-            samples += [{"gen_length": g, "decoder": name, "task": t, "answer": a, "output": o}
-                        for t, a, o in zip(test.tasks, test.answers, outputs, strict=True)][:4]  # fmt: skip
+            samples += [
+                {"gen_length": g, "decoder": name, "task": t, "answer": a, "output": o}
+                for t, a, o in zip(test.tasks, test.answers, outputs, strict=True)
+            ][:4]
         row = flat_row(g, results, correct)
         ctx.log(g, accuracy=row[f"{cfg.method}/acc"], **row)
         rows.append(row)

@@ -51,11 +51,13 @@ def grid(arm: str, cfg: Any) -> list[dict[str, Any]]:
         return [{"eps_rel": e, "radius_rel": r} for e in o.eps_rels for r in o.radius_rels]
     if arm == "ipm":
         return [{"mu": mu} for mu in b.ipm_mus]
-    return [{"variant": f"subgrad_{s}", "eta": eta} for s in ("fixed", "sqrt")
-            for eta in b.subgrad_etas] + [
-        {"variant": v, "step_mult": c} for v in ("gd", "heavy_ball", "nesterov")
+    return [
+        {"variant": f"subgrad_{s}", "eta": eta} for s in ("fixed", "sqrt") for eta in b.subgrad_etas
+    ] + [
+        {"variant": v, "step_mult": c}
+        for v in ("gd", "heavy_ball", "nesterov")
         for c in b.fo_step_mults
-    ]  # fmt: skip
+    ]
 
 
 BALL_ARMS = ("lewis", "euclid")
@@ -67,10 +69,15 @@ def _solve(arm: str, p: dict[str, Any], data: GroupData, x0: np.ndarray, cfg: An
     trace = Trace()
     o, b = cfg["oracle"], cfg["baselines"]
     if arm in ("lewis", "euclid"):
-        opts = OracleOptions(eps_rel=p["eps_rel"], radius_rel=p["radius_rel"],
-                             shrink=o["shrink"], reg_coef=o["reg_coef"],
-                             max_newton=o["max_newton"], newton_tol=o["newton_tol"],
-                             lewis_log_factor=o["lewis_log_factor"])  # fmt: skip
+        opts = OracleOptions(
+            eps_rel=p["eps_rel"],
+            radius_rel=p["radius_rel"],
+            shrink=o["shrink"],
+            reg_coef=o["reg_coef"],
+            max_newton=o["max_newton"],
+            newton_tol=o["newton_tol"],
+            lewis_log_factor=o["lewis_log_factor"],
+        )
         folded = data.folded()
         M = geometry(folded, arm, opts.lewis_log_factor)  # Lewis weights are in the timing
         solver = accelerated if o["accelerate"] else trust_region
@@ -82,8 +89,9 @@ def _solve(arm: str, p: dict[str, Any], data: GroupData, x0: np.ndarray, cfg: An
     if variant.startswith("subgrad_"):
         schedule = variant.removeprefix("subgrad_")
         return subgradient(data, x0, p["eta"], schedule, b["fo_iters"], trace)
-    return smoothed_first_order(data, x0, variant, p["step_mult"], b["fo_eps_rel"],
-                                b["fo_iters"], trace, b["momentum"])  # fmt: skip
+    return smoothed_first_order(
+        data, x0, variant, p["step_mult"], b["fo_eps_rel"], b["fo_iters"], trace, b["momentum"]
+    )
 
 
 def solve_piece(
@@ -116,8 +124,16 @@ def _row(
     trace = _solve(arm, params, data, x0, cfg)
     out = summarize(trace, opt, cfg["target"])
     curve = gap_ratio(trace.best_so_far(), opt)
-    return {"arm": arm, "params": params, "m": data.m, "k": k, "opt": opt, **out,
-            "curve": curve.tolist(), "curve_seconds": list(trace.seconds)}  # fmt: skip
+    return {
+        "arm": arm,
+        "params": params,
+        "m": data.m,
+        "k": k,
+        "opt": opt,
+        **out,
+        "curve": curve.tolist(),
+        "curve_seconds": list(trace.seconds),
+    }
 
 
 def sweep_settings(
@@ -145,10 +161,9 @@ def sweep_calls(cfg: Any, tuned: dict[str, dict[str, Any]], opt: float) -> list[
     dump = cfg.model_dump(mode="json")
     dup = sweep_settings(DUP_ARMS, cfg, tuned)
     ms = sweep_settings(M_ARMS, cfg, tuned)
-    return [{"cfg": dump, "settings": dup, "sweep": "dup", "opt": opt, "k": k}
-            for k in cfg.dup_ks] + [
-        {"cfg": dump, "settings": ms, "sweep": "m", "m": m} for m in cfg.m_sweep
-    ]  # fmt: skip
+    return [
+        {"cfg": dump, "settings": dup, "sweep": "dup", "opt": opt, "k": k} for k in cfg.dup_ks
+    ] + [{"cfg": dump, "settings": ms, "sweep": "m", "m": m} for m in cfg.m_sweep]
 
 
 def sweep_piece(
@@ -166,8 +181,10 @@ def sweep_piece(
     if opt is None:
         opt = cvxpy_optimum(data)[1]
     x0 = erm(data)
-    return [{**_row(s["arm"], s["params"], data, x0, opt, cfg, k), "tuned": s["tuned"],
-             "sweep": sweep} for s in settings]  # fmt: skip
+    return [
+        {**_row(s["arm"], s["params"], data, x0, opt, cfg, k), "tuned": s["tuned"], "sweep": sweep}
+        for s in settings
+    ]
 
 
 def interp_piece(p: float, cfg: dict[str, Any]) -> dict[str, Any]:

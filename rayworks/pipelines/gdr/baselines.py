@@ -31,8 +31,10 @@ def cvxpy_optimum(data: GroupData) -> tuple[np.ndarray, float]:
         res = cp.reshape(f.A @ x - f.b, (int(sizes[0]), data.m), order="F")
         cons = [cp.SOC(t * np.ones(data.m), res, axis=0)]
     else:
-        cons = [cp.SOC(t, f.A[a:b] @ x - f.b[a:b])
-                for a, b in zip(data.offsets[:-1], data.offsets[1:], strict=True)]  # fmt: skip
+        cons = [
+            cp.SOC(t, f.A[a:b] @ x - f.b[a:b])
+            for a, b in zip(data.offsets[:-1], data.offsets[1:], strict=True)
+        ]
     cp.Problem(cp.Minimize(t), cons).solve(
         solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9
     )
@@ -74,8 +76,9 @@ def smoothed_first_order(
     with ε = eps_rel·f(x₀), step η = step_mult/L."""
     f = data.folded()
     sm = smoothing_constants(eps_rel * max_group_norm(f, x0), f.m)
-    block_norm2 = max(np.linalg.norm(f.A[a:b], 2) ** 2
-                      for a, b in zip(f.offsets[:-1], f.offsets[1:], strict=True))  # fmt: skip
+    block_norm2 = max(
+        np.linalg.norm(f.A[a:b], 2) ** 2 for a, b in zip(f.offsets[:-1], f.offsets[1:], strict=True)
+    )
     eta = step_mult / (block_norm2 * (1 / sm.beta + 1 / sm.delta))
     x, prev, y, tk = x0.copy(), x0.copy(), x0.copy(), 1.0
     trace.add(max_group_norm(f, x) ** 2, 0, x)

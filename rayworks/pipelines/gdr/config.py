@@ -102,13 +102,18 @@ class GDRConfig(PipelineConfig):
         "smoke": {
             "data": {"m": 20, "d": 5, "n_per_group": 20, "n_adversarial": 2},
             "oracle": {"outer_iters": 20, "eps_rels": [1e-3], "radius_rels": [0.3, 1.0, 3.0]},
-            "baselines": {"ipm_mus": [16.0], "fo_iters": 100, "subgrad_etas": [1e-2],
-                          "fo_step_mults": [3.0], "ipm_max_newton": 100},
+            "baselines": {
+                "ipm_mus": [16.0],
+                "fo_iters": 100,
+                "subgrad_etas": [1e-2],
+                "fo_step_mults": [3.0],
+                "ipm_max_newton": 100,
+            },
             "dup_ks": [1, 4],
             "m_sweep": [10, 40],
             "interp_ps": [2, 4],
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("lewis", description="arm this run reports (headline)")
     compare: list[Arm] = Field(
@@ -140,11 +145,13 @@ class GDRConfig(PipelineConfig):
     def _consistent(self) -> GDRConfig:
         if self.arm in self.compare:
             raise ValueError(f"compare={self.compare} repeats arm={self.arm!r}")
-        for key, values in (("oracle.eps_rels", self.oracle.eps_rels),
-                            ("oracle.radius_rels", self.oracle.radius_rels),
-                            ("baselines.ipm_mus", self.baselines.ipm_mus),
-                            ("baselines.subgrad_etas", self.baselines.subgrad_etas),
-                            ("baselines.fo_step_mults", self.baselines.fo_step_mults)):  # fmt: skip
+        for key, values in (
+            ("oracle.eps_rels", self.oracle.eps_rels),
+            ("oracle.radius_rels", self.oracle.radius_rels),
+            ("baselines.ipm_mus", self.baselines.ipm_mus),
+            ("baselines.subgrad_etas", self.baselines.subgrad_etas),
+            ("baselines.fo_step_mults", self.baselines.fo_step_mults),
+        ):
             if not values or any(v <= 0 for v in values):
                 raise ValueError(f"{key}={values} must be a non-empty list of positive numbers")
         if any(mu <= 1 for mu in self.baselines.ipm_mus):

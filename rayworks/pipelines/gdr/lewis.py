@@ -49,8 +49,9 @@ def lewis_iterates(folded: GroupData, iters: int) -> np.ndarray:
     w = np.full(m, (d + 1) / m)
     out = [w]
     for _ in range(iters - 1):
-        w = w * np.add.reduceat(_row_quadforms(Ahat, np.repeat(w, folded.sizes)),
-                                folded.offsets[:-1])  # fmt: skip
+        w = w * np.add.reduceat(
+            _row_quadforms(Ahat, np.repeat(w, folded.sizes)), folded.offsets[:-1]
+        )
         out.append(w)
     return np.stack(out)
 

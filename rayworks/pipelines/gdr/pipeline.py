@@ -41,10 +41,27 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import pipeline
 
-NUMBERS = ("iters_to_target", "seconds_to_target", "solves_to_target", "final_gap",
-           "relopt_iters_to_target", "relopt_final_gap", "iterations", "seconds", "solves")  # fmt: skip
-REPORT = ("seconds_to_1pct", "solves_to_1pct", "final_gap", "relopt_iters_to_1pct", "pass_rule",
-          "pass_rule_euclid", "h2h_iters_lewis_wins", "h2h_iters_euclid_wins")  # fmt: skip
+NUMBERS = (
+    "iters_to_target",
+    "seconds_to_target",
+    "solves_to_target",
+    "final_gap",
+    "relopt_iters_to_target",
+    "relopt_final_gap",
+    "iterations",
+    "seconds",
+    "solves",
+)
+REPORT = (
+    "seconds_to_1pct",
+    "solves_to_1pct",
+    "final_gap",
+    "relopt_iters_to_1pct",
+    "pass_rule",
+    "pass_rule_euclid",
+    "h2h_iters_lewis_wins",
+    "h2h_iters_euclid_wins",
+)
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
@@ -95,11 +112,16 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     pieces = fan_out(sweep_piece, sweep_calls(cfg, tuned, opt), threads=1, on_done=log.sweep)
     extras = [r for piece in pieces for r in piece]
     dup = [r for r in extras if r["sweep"] == "dup"]
-    interp = fan_out(interp_piece, [{"p": p, "cfg": dump} for p in cfg.interp_ps],
-                     threads=1, on_done=log.piece)  # fmt: skip
+    interp = fan_out(
+        interp_piece, [{"p": p, "cfg": dump} for p in cfg.interp_ps], threads=1, on_done=log.piece
+    )
 
-    summary: dict[str, float] = {"opt": opt, "F0": f0, "erm_relopt_gap": (f0 - opt) / opt,
-                                 "kappa": float(np.linalg.cond(data.A.T @ data.A))}  # fmt: skip
+    summary: dict[str, float] = {
+        "opt": opt,
+        "F0": f0,
+        "erm_relopt_gap": (f0 - opt) / opt,
+        "kappa": float(np.linalg.cond(data.A.T @ data.A)),
+    }
     for a in arms:
         prefix = "" if a == cfg.arm else f"{a}_"
         for key, value in _scalars(best[a]).items():
@@ -121,31 +143,43 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     kind="task",
     baseline=("gdr_euclid", "gdr_ipm", "gdr_firstorder"),
     headline=("iters_to_1pct", "min"),
-    ablations={"accel": ("oracle.accelerate=true", "compare=[]", "dup_ks=[]", "m_sweep=[]",
-                         "interp_ps=[]")},
+    ablations={
+        "accel": ("oracle.accelerate=true", "compare=[]", "dup_ks=[]", "m_sweep=[]", "interp_ps=[]")
+    },
     report=REPORT,
-)  # fmt: skip
+)
 def run(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     """Ball-oracle trust region in the block-Lewis geometry vs baselines (GDR least squares)."""
     return run_gdr(cfg, ctx)
 
 
-@pipeline("gdr_euclid", config=GDREuclidConfig, kind="task",
-          headline=("iters_to_1pct", "min"), report=REPORT)  # fmt: skip
+@pipeline(
+    "gdr_euclid",
+    config=GDREuclidConfig,
+    kind="task",
+    headline=("iters_to_1pct", "min"),
+    report=REPORT,
+)
 def run_euclid(cfg: GDREuclidConfig, ctx: RunContext) -> dict[str, float]:
     """Ball-oracle trust region in the Euclidean geometry M = AᵀA."""
     return run_gdr(cfg, ctx)
 
 
-@pipeline("gdr_ipm", config=GDRIPMConfig, kind="task",
-          headline=("iters_to_1pct", "min"), report=REPORT)  # fmt: skip
+@pipeline(
+    "gdr_ipm", config=GDRIPMConfig, kind="task", headline=("iters_to_1pct", "min"), report=REPORT
+)
 def run_ipm(cfg: GDRIPMConfig, ctx: RunContext) -> dict[str, float]:
     """Log-barrier interior-point method on the epigraph; iterations = Newton steps."""
     return run_gdr(cfg, ctx)
 
 
-@pipeline("gdr_firstorder", config=GDRFirstOrderConfig, kind="task",
-          headline=("iters_to_1pct", "min"), report=REPORT)  # fmt: skip
+@pipeline(
+    "gdr_firstorder",
+    config=GDRFirstOrderConfig,
+    kind="task",
+    headline=("iters_to_1pct", "min"),
+    report=REPORT,
+)
 def run_firstorder(cfg: GDRFirstOrderConfig, ctx: RunContext) -> dict[str, float]:
     """Subgradient and smoothed GD / heavy-ball / Nesterov (best tuned variant reported)."""
     return run_gdr(cfg, ctx)

@@ -73,8 +73,11 @@ def sweep_summary(sweep: list[dict[str, Any]]) -> dict[str, float]:
         if len(rows) > 1:
             picks.append(("_retuned", min(rows, key=_rank)))
             eps = tuned["params"]["eps_rel"]
-            picks += [(f"_r{r['params']['radius_rel']:g}", r)
-                      for r in rows if r["params"]["eps_rel"] == eps]  # fmt: skip
+            picks += [
+                (f"_r{r['params']['radius_rel']:g}", r)
+                for r in rows
+                if r["params"]["eps_rel"] == eps
+            ]
         for label, r in picks:
             for key in ("iters", "solves", "seconds"):
                 out[f"{tag}_{arm}{label}_{key}_to_1pct"] = r[f"{key}_to_target"]
@@ -84,15 +87,19 @@ def sweep_summary(sweep: list[dict[str, Any]]) -> dict[str, float]:
 
 def _row_md(r: dict[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in r.get("params", {}).items())
-    return (f"| {r['arm']} | {params} | {r['m']} | {r['k']} | {cell(r['iters_to_target'], '.3g')} "
-            f"| {cell(r['seconds_to_target'], '.3g')} | {cell(r['solves_to_target'], '.3g')} "
-            f"| {cell(r['final_gap'], '.2e')} | {cell(r['relopt_iters_to_target'], '.3g')} "
-            f"| {cell(r['relopt_final_gap'], '.2e')} | {r['iterations']:.0f} |")  # fmt: skip
+    return (
+        f"| {r['arm']} | {params} | {r['m']} | {r['k']} | {cell(r['iters_to_target'], '.3g')} "
+        f"| {cell(r['seconds_to_target'], '.3g')} | {cell(r['solves_to_target'], '.3g')} "
+        f"| {cell(r['final_gap'], '.2e')} | {cell(r['relopt_iters_to_target'], '.3g')} "
+        f"| {cell(r['relopt_final_gap'], '.2e')} | {r['iterations']:.0f} |"
+    )
 
 
-HEADER = ("| arm | tuned setting | m | k | iters to 1% | s to 1% | solves to 1% | final gap "
-          "| iters to 1% of OPT | final (F-OPT)/OPT | iterations run |\n"
-          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")  # fmt: skip
+HEADER = (
+    "| arm | tuned setting | m | k | iters to 1% | s to 1% | solves to 1% | final gap "
+    "| iters to 1% of OPT | final (F-OPT)/OPT | iterations run |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def write_table(
@@ -106,17 +113,33 @@ def write_table(
     """table.jsonl: every piece without its curves; table.md: tuned arms, extras, interp."""
     slim = [{k: v for k, v in r.items() if not k.startswith("curve")} for r in rows + extras]
     ctx.write_jsonl("table.jsonl", slim + interp)
-    lines = [f"OPT (cvxpy/CLARABEL) = {opt:.6g}. Gap = (F - OPT)/(F(x₀) - OPT), best so far.",
-             "", "Tuned arms:", "", HEADER, *(_row_md(r) for r in best.values())]  # fmt: skip
+    lines = [
+        f"OPT (cvxpy/CLARABEL) = {opt:.6g}. Gap = (F - OPT)/(F(x₀) - OPT), best so far.",
+        "",
+        "Tuned arms:",
+        "",
+        HEADER,
+        *(_row_md(r) for r in best.values()),
+    ]
     if extras:
-        lines += ["", "Duplication (k) and m sweep (k = 1 tuned settings):", "", HEADER,
-                  *(_row_md(r) for r in extras if r.get("tuned", True))]  # fmt: skip
+        lines += [
+            "",
+            "Duplication (k) and m sweep (k = 1 tuned settings):",
+            "",
+            HEADER,
+            *(_row_md(r) for r in extras if r.get("tuned", True)),
+        ]
         lines += ["", *h2h_table(extras)]
     if interp:
-        lines += ["", "p-interpolation (minimiser of (1/m) Σ l_i^{p/2}):", "",
-                  "| p | worst-group loss | average loss |", "|---:|---:|---:|",
-                  *(f"| {r['p']:g} | {r['worst']:.6g} | {r['average']:.6g} |" for r in interp),
-                  f"| ∞ (GDR) | {opt:.6g} | - |"]  # fmt: skip
+        lines += [
+            "",
+            "p-interpolation (minimiser of (1/m) Σ l_i^{p/2}):",
+            "",
+            "| p | worst-group loss | average loss |",
+            "|---:|---:|---:|",
+            *(f"| {r['p']:g} | {r['worst']:.6g} | {r['average']:.6g} |" for r in interp),
+            f"| ∞ (GDR) | {opt:.6g} | - |",
+        ]
     path = ctx.artifacts_dir / "table.md"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -131,20 +154,26 @@ def h2h_table(sweep: list[dict[str, Any]]) -> list[str]:
             cells.setdefault((r["sweep"], r["k"], r["m"], p["eps_rel"], p["radius_rel"]), {})[
                 r["arm"]
             ] = r
-    lines = ["Lewis vs Euclidean ball oracle at every sweep cell (iterations / linear solves "
-             "to 1%; '-' = never):", "",
-             "| sweep | k | m·k | ε/f(x₀) | r/f(x₀) | Lewis iters | Euclid iters | Lewis solves "
-             "| Euclid solves | fewer iters |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        "Lewis vs Euclidean ball oracle at every sweep cell (iterations / linear solves "
+        "to 1%; '-' = never):",
+        "",
+        "| sweep | k | m·k | ε/f(x₀) | r/f(x₀) | Lewis iters | Euclid iters | Lewis solves "
+        "| Euclid solves | fewer iters |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for (sweep_name, k, m, eps, rad), c in sorted(cells.items()):
         if len(c) < 2:
             continue
         lw, eu = c["lewis"], c["euclid"]
         a, b = _never_is_worst(lw["iters_to_target"]), _never_is_worst(eu["iters_to_target"])
         win = "Lewis" if a < b else "Euclid" if b < a else "tie"
-        lines.append(f"| {sweep_name} | {k} | {m} | {eps:g} | {rad:g} "
-                     f"| {cell(lw['iters_to_target'], '.3g')} | {cell(eu['iters_to_target'], '.3g')} "
-                     f"| {cell(lw['solves_to_target'], '.3g')} | {cell(eu['solves_to_target'], '.3g')} "
-                     f"| {win} |")  # fmt: skip
+        lines.append(
+            f"| {sweep_name} | {k} | {m} | {eps:g} | {rad:g} "
+            f"| {cell(lw['iters_to_target'], '.3g')} | {cell(eu['iters_to_target'], '.3g')} "
+            f"| {cell(lw['solves_to_target'], '.3g')} | {cell(eu['solves_to_target'], '.3g')} "
+            f"| {win} |"
+        )
     return lines
 
 
@@ -155,8 +184,10 @@ def write_plots(
 
     from rayworks.platform.figures import subplots
 
-    for name, xkey, xlabel in (("gap_vs_iter", None, "iteration (outer / Newton / gradient)"),
-                               ("gap_vs_time", "curve_seconds", "wall-clock (s)")):  # fmt: skip
+    for name, xkey, xlabel in (
+        ("gap_vs_iter", None, "iteration (outer / Newton / gradient)"),
+        ("gap_vs_time", "curve_seconds", "wall-clock (s)"),
+    ):
         fig, ax = subplots(figsize=(6, 4))
         for arm, r in best.items():
             ys = [max(g, 1e-12) for g in r["curve"]]

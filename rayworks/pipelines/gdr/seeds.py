@@ -71,74 +71,102 @@ def _prefix(arm: str) -> str:
 def tables(summaries: Sequence[dict[str, Any]]) -> list[str]:
     """Markdown lines of every results table for `summaries` (one per seed)."""
     s = summaries
-    lines = ["Tuned arms on the base instance (k = 1):", "",
-             "| arm | iters to 1% | linear solves to 1% | seconds to 1% | final gap |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Tuned arms on the base instance (k = 1):",
+        "",
+        "| arm | iters to 1% | linear solves to 1% | seconds to 1% | final gap |",
+        "|---|---|---|---|---|",
+    ]
     for arm in ARMS:
         p = _prefix(arm)
         if not any(f"{p}final_gap" in x for x in s):
             continue
-        lines.append(f"| {arm} | {_cell(s, f'{p}iters_to_1pct')} "
-                     f"| {_cell(s, f'{p}solves_to_1pct')} "
-                     f"| {_cell(s, f'{p}seconds_to_1pct')} "
-                     f"| {_cell(s, f'{p}final_gap', '.2e')} |")  # fmt: skip
+        lines.append(
+            f"| {arm} | {_cell(s, f'{p}iters_to_1pct')} "
+            f"| {_cell(s, f'{p}solves_to_1pct')} "
+            f"| {_cell(s, f'{p}seconds_to_1pct')} "
+            f"| {_cell(s, f'{p}final_gap', '.2e')} |"
+        )
     for title, pattern, arms, tag in (
-        ("Duplication sweep (every group k times; k = 1 tuned settings):", r"^dup_k(\d+)_",
-         DUP_ARMS, "dup_k{}"),
+        (
+            "Duplication sweep (every group k times; k = 1 tuned settings):",
+            r"^dup_k(\d+)_",
+            DUP_ARMS,
+            "dup_k{}",
+        ),
         ("m sweep (k = 1 tuned settings; OPT recomputed per m):", r"^m(\d+)_", M_ARMS, "m{}"),
-    ):  # fmt: skip
+    ):
         points = _points(s, pattern)
         if not points:
             continue
-        lines += ["", title, "",
-                  "| point | arm | iters to 1% | linear solves to 1% | seconds to 1% "
-                  "| iters to 1%, retuned here | solves to 1%, retuned here |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            title,
+            "",
+            "| point | arm | iters to 1% | linear solves to 1% | seconds to 1% "
+            "| iters to 1%, retuned here | solves to 1%, retuned here |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for pt in points:
             t = tag.format(pt)
             for arm in arms:
                 if not any(f"{t}_{arm}_total_iters" in x for x in s):
                     continue
-                lines.append(f"| {t} | {arm} | {_cell(s, f'{t}_{arm}_iters_to_1pct')} "
-                             f"| {_cell(s, f'{t}_{arm}_solves_to_1pct')} "
-                             f"| {_cell(s, f'{t}_{arm}_seconds_to_1pct')} "
-                             f"| {_cell(s, f'{t}_{arm}_retuned_iters_to_1pct')} "
-                             f"| {_cell(s, f'{t}_{arm}_retuned_solves_to_1pct')} |")  # fmt: skip
+                lines.append(
+                    f"| {t} | {arm} | {_cell(s, f'{t}_{arm}_iters_to_1pct')} "
+                    f"| {_cell(s, f'{t}_{arm}_solves_to_1pct')} "
+                    f"| {_cell(s, f'{t}_{arm}_seconds_to_1pct')} "
+                    f"| {_cell(s, f'{t}_{arm}_retuned_iters_to_1pct')} "
+                    f"| {_cell(s, f'{t}_{arm}_retuned_solves_to_1pct')} |"
+                )
     lines += ["", *radius_table(s), "", *head_to_head_table(s)]
     return lines
 
 
 def radius_table(s: Sequence[dict[str, Any]]) -> list[str]:
     """Lewis vs Euclidean per sweep point and radius (each arm at its own tuned ε)."""
-    lines = ["Lewis vs Euclidean per sweep point and radius r/f(x₀) (each at its k = 1 tuned ε); "
-             "Δ = Lewis - Euclidean, paired by seed (seeds where both reached 1%):", "",
-             "| point | r | Lewis iters | Euclid iters | Δ iters | Lewis solves | Euclid solves "
-             "| Δ solves |", "|---|---:|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Lewis vs Euclidean per sweep point and radius r/f(x₀) (each at its k = 1 tuned ε); "
+        "Δ = Lewis - Euclidean, paired by seed (seeds where both reached 1%):",
+        "",
+        "| point | r | Lewis iters | Euclid iters | Δ iters | Lewis solves | Euclid solves "
+        "| Δ solves |",
+        "|---|---:|---|---|---|---|---|---|",
+    ]
     tags = [f"dup_k{k}" for k in _points(s, r"^dup_k(\d+)_")]
     tags += [f"m{m}" for m in _points(s, r"^m(\d+)_")]
     for t in tags:
         for r in _points(s, rf"^{t}_lewis_r([0-9.e+-]+)_iters_to_1pct$"):
             lw, eu = f"{t}_lewis_r{r}", f"{t}_euclid_r{r}"
-            lines.append(f"| {t} | {r} | {_cell(s, f'{lw}_iters_to_1pct')} "
-                         f"| {_cell(s, f'{eu}_iters_to_1pct')} "
-                         f"| {fmt_ci(_paired(s, f'{lw}_iters_to_1pct', f'{eu}_iters_to_1pct'))} "
-                         f"| {_cell(s, f'{lw}_solves_to_1pct')} "
-                         f"| {_cell(s, f'{eu}_solves_to_1pct')} "
-                         f"| {fmt_ci(_paired(s, f'{lw}_solves_to_1pct', f'{eu}_solves_to_1pct'))} |")  # fmt: skip
+            lines.append(
+                f"| {t} | {r} | {_cell(s, f'{lw}_iters_to_1pct')} "
+                f"| {_cell(s, f'{eu}_iters_to_1pct')} "
+                f"| {fmt_ci(_paired(s, f'{lw}_iters_to_1pct', f'{eu}_iters_to_1pct'))} "
+                f"| {_cell(s, f'{lw}_solves_to_1pct')} "
+                f"| {_cell(s, f'{eu}_solves_to_1pct')} "
+                f"| {fmt_ci(_paired(s, f'{lw}_solves_to_1pct', f'{eu}_solves_to_1pct'))} |"
+            )
     return lines
 
 
 def head_to_head_table(s: Sequence[dict[str, Any]]) -> list[str]:
     """Cells (sweep point x grid setting) where each geometry needs fewer iterations /
     solves to 1%, and the pass rule for both geometries, as means over seeds."""
-    lines = ["Head to head over every (sweep point, ε, r) cell, per seed:", "",
-             "| count | Lewis fewer | Euclid fewer | tie |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Head to head over every (sweep point, ε, r) cell, per seed:",
+        "",
+        "| count | Lewis fewer | Euclid fewer | tie |",
+        "|---|---|---|---|",
+    ]
     for name in ("iters", "solves"):
         keys = [f"h2h_{name}_{w}" for w in ("lewis_wins", "euclid_wins", "ties")]
         lines.append(f"| {name} to 1% | " + " | ".join(_cell(s, k) for k in keys) + " |")
-    lines += ["", "Pass rule (iterations to 1% at the k = 1 tuned setting within ±2 of k = 1 "
-              f"across k), seeds passing: Lewis {_passes(s, 'pass_rule')}, "
-              f"Euclidean {_passes(s, 'pass_rule_euclid')}."]  # fmt: skip
+    lines += [
+        "",
+        "Pass rule (iterations to 1% at the k = 1 tuned setting within ±2 of k = 1 "
+        f"across k), seeds passing: Lewis {_passes(s, 'pass_rule')}, "
+        f"Euclidean {_passes(s, 'pass_rule_euclid')}.",
+    ]
     return lines
 
 

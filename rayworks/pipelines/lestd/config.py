@@ -55,13 +55,19 @@ class LeSTDConfig(PipelineConfig):
         "smoke": {
             "ratios": [4, 16],
             "headline_ratio": 16,
-            "lm": {"model": {"d_model": 32, "n_layer": 2, "n_head": 2, "max_seq_len": 64},
-                   "n_files": 6, "max_file_kb": 20, "val_fraction": 0.34, "seq_len": 64,
-                   "batch_size": 8, "steps": 60, "warmup_steps": 5},
-            "eval": {"val_rows": 8, "logit_rows": 2, "throughput_rows": 2,
-                     "throughput_reps": 1},
+            "lm": {
+                "model": {"d_model": 32, "n_layer": 2, "n_head": 2, "max_seq_len": 64},
+                "n_files": 6,
+                "max_file_kb": 20,
+                "val_fraction": 0.34,
+                "seq_len": 64,
+                "batch_size": 8,
+                "steps": 60,
+                "warmup_steps": 5,
+            },
+            "eval": {"val_rows": 8, "logit_rows": 2, "throughput_rows": 2, "throughput_reps": 1},
         },
-    }  # fmt: skip
+    }
 
     method: Method = Field("lestd", description="compression method this run reports")
     compare: list[Method] = Field(

@@ -52,12 +52,21 @@ def lm_config(cfg: StdlibLMConfig, seed: int) -> LMConfig:
             "seed": seed,
             "model": cfg.model.model_dump(),
             "tokenizer": {"kind": "char"},
-            "data": {"source": "files", "files": stdlib_files(cfg.n_files, cfg.max_file_kb),
-                     "val_fraction": cfg.val_fraction, "seq_len": cfg.seq_len},
-            "train": {"num_workers": 1, "batch_size": cfg.batch_size, "max_steps": cfg.steps,
-                      "lr": cfg.lr, "warmup_steps": cfg.warmup_steps},
+            "data": {
+                "source": "files",
+                "files": stdlib_files(cfg.n_files, cfg.max_file_kb),
+                "val_fraction": cfg.val_fraction,
+                "seq_len": cfg.seq_len,
+            },
+            "train": {
+                "num_workers": 1,
+                "batch_size": cfg.batch_size,
+                "max_steps": cfg.steps,
+                "lr": cfg.lr,
+                "warmup_steps": cfg.warmup_steps,
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def train(cfg: LMConfig, out: Path) -> dict[str, float]:

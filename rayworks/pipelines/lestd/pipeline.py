@@ -55,8 +55,14 @@ def measure(
 ) -> dict[str, float]:
     """Quality, exactness of the compressed domain, and tokens/s vs dense for one model."""
     probe = val[: ev.logit_rows]
-    gap = (comp.compressed(input_ids=probe, use_cache=False).logits
-           - comp.reconstructed(input_ids=probe, use_cache=False).logits).abs().max()  # fmt: skip
+    gap = (
+        (
+            comp.compressed(input_ids=probe, use_cache=False).logits
+            - comp.reconstructed(input_ids=probe, use_cache=False).logits
+        )
+        .abs()
+        .max()
+    )
     row = {
         "reachable": 1.0,
         "val_bpc": bits_per_char(comp.compressed, val[: ev.val_rows]),

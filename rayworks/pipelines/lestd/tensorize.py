@@ -38,8 +38,10 @@ def to_tensor(attn: torch.nn.Module) -> Tensor:
 def from_tensor(w: Tensor) -> dict[str, Tensor]:
     """The four `nn.Linear` weights (out x in) a tensor W (d, d_h, 4, H) stands for."""
     d, hd, _, h = w.shape
-    out = {name: w[:, :, m, :].permute(2, 1, 0).reshape(h * hd, d) for m, name in
-           enumerate(MATRICES[:3])}  # fmt: skip
+    out = {
+        name: w[:, :, m, :].permute(2, 1, 0).reshape(h * hd, d)
+        for m, name in enumerate(MATRICES[:3])
+    }
     out["o_proj"] = w[:, :, 3, :].permute(0, 2, 1).reshape(d, h * hd)
     return out
 

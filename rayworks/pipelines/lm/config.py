@@ -69,8 +69,13 @@ class LMConfig(PipelineConfig):
             "model": {"d_model": 32, "n_layer": 2, "n_head": 2},
             "data": {"n_train": 400, "n_val": 64, "n_test": 16, "seq_len": 64},
             "train": {
-                "max_steps": 30, "batch_size": 16, "lr": 3e-3, "warmup_steps": 5,
-                "log_every": 5, "eval_every": 15, "checkpoint_every": 10,
+                "max_steps": 30,
+                "batch_size": 16,
+                "lr": 3e-3,
+                "warmup_steps": 5,
+                "log_every": 5,
+                "eval_every": 15,
+                "checkpoint_every": 10,
             },
             "eval": {"val_batches": 2, "max_new_tokens": 40},
         },
@@ -79,7 +84,7 @@ class LMConfig(PipelineConfig):
             "data": {"n_train": 20000, "n_val": 500, "n_test": 200, "seq_len": 128},
             "train": {"max_steps": 600, "batch_size": 32, "lr": 2e-3, "eval_every": 200},
         },
-    }  # fmt: skip
+    }
 
     model: DecoderSpec = Field(default_factory=DecoderSpec)
     tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec)

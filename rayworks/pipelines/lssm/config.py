@@ -25,9 +25,16 @@ class LSSMConfig(PipelineConfig):
     """Fit `method` (and `compare`) on every (trial seed, noise level) of one system."""
 
     presets = {
-        "smoke": {"n_trials": 2, "noise_levels": [0.1], "T": 240, "em_iters": 20,
-                  "noise_em_iters": 3, "markov_lags": 12, "n4sid_block_rows": 3},
-    }  # fmt: skip
+        "smoke": {
+            "n_trials": 2,
+            "noise_levels": [0.1],
+            "T": 240,
+            "em_iters": 20,
+            "noise_em_iters": 3,
+            "markov_lags": 12,
+            "n4sid_block_rows": 3,
+        },
+    }
 
     method: Method = Field("map", description="method this run reports (map = MAP-EM)")
     compare: list[Method] = Field(
@@ -35,9 +42,10 @@ class LSSMConfig(PipelineConfig):
         description="methods also fitted on the same trials (MLE here: the pass rule's rival)",
     )
     system: Literal["s1", "s2", "s3"] = Field(
-        "s1", description="true system: s1 paper's anti-diagonal n=10, s2 random sparse, "
-        "s3 singular A (s2, s3 reconstructed)"
-    )  # fmt: skip
+        "s1",
+        description="true system: s1 paper's anti-diagonal n=10, s2 random sparse, "
+        "s3 singular A (s2, s3 reconstructed)",
+    )
     n_trials: int = Field(20, ge=1, le=1000, description="trial seeds per noise level (recipe: 20)")
     noise_levels: list[float] = Field(
         default_factory=lambda: [0.1, 0.3],
@@ -46,24 +54,27 @@ class LSSMConfig(PipelineConfig):
     T: int = Field(900, ge=30, description="sequence length before the 2:1 split (recipe: 900)")
     train_fraction: float = Field(2 / 3, gt=0, lt=1, description="train share (paper: 2/3)")
     val_fraction: float = Field(
-        1 / 6, ge=0, lt=0.5,
+        1 / 6,
+        ge=0,
+        lt=0.5,
         description="share of the train segment held out (at its end) as validation, where "
         "the threshold is chosen (reconstructed; 1/6 of 600 = 100 steps)",
-    )  # fmt: skip
+    )
     em_iters: int = Field(
         1000, ge=1, description="cap on EM iterations when em_tol is not reached (recipe: 300)"
     )
     em_tol: float = Field(
-        1e-6, ge=0,
+        1e-6,
+        ge=0,
         description="stop EM when |Δ log posterior| <= em_tol · |log posterior| (recipe: a "
         "tolerance, value reconstructed; 0 = always run em_iters)",
-    )  # fmt: skip
+    )
     thresholds: list[float] = Field(
         default_factory=lambda: [0.0, 0.1, 0.2, 0.3],
         description="truncation levels relative to max|θ| per matrix, swept for MAP-EM and "
         "chosen by validation MRE; mle_threshold uses the chosen one (App. G; grid "
         "reconstructed)",
-    )  # fmt: skip
+    )
     a0: float = Field(1e-6, gt=0, description="inverse-gamma shape a0 (paper: 1e-6)")
     b0: float = Field(1e-6, gt=0, description="inverse-gamma scale b0 (paper: 1e-6)")
     init: Literal["random", "n4sid"] = Field(

@@ -111,15 +111,27 @@ def _ridge(gamma: dict[str, np.ndarray] | None, key: str, var: np.ndarray) -> np
 
 def state_residual(st: Stats, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Σ_t E[(x_{t,r} - A_r x_{t-1} - B_r u_t)²] for every row r, (n,)."""
-    M = (st.S_curr - 2 * A @ st.S_lag.T - 2 * B @ st.S_xu.T + A @ st.S_prev @ A.T
-         + 2 * A @ st.S_x0u @ B.T + B @ st.S_uu @ B.T)  # fmt: skip
+    M = (
+        st.S_curr
+        - 2 * A @ st.S_lag.T
+        - 2 * B @ st.S_xu.T
+        + A @ st.S_prev @ A.T
+        + 2 * A @ st.S_x0u @ B.T
+        + B @ st.S_uu @ B.T
+    )
     return np.diag(M).copy()
 
 
 def output_residual(st: Stats, C: np.ndarray, D: np.ndarray) -> np.ndarray:
     """Σ_t E[(y_{t,r} - C_r x_t - D_r u_t)²] for every row r, (p,)."""
-    M = (st.S_yy - 2 * C @ st.S_yx.T - 2 * D @ st.S_yu.T + C @ st.S_curr @ C.T
-         + 2 * C @ st.S_xu @ D.T + D @ st.S_uu @ D.T)  # fmt: skip
+    M = (
+        st.S_yy
+        - 2 * C @ st.S_yx.T
+        - 2 * D @ st.S_yu.T
+        + C @ st.S_curr @ C.T
+        + 2 * C @ st.S_xu @ D.T
+        + D @ st.S_uu @ D.T
+    )
     return np.diag(M).copy()
 
 

@@ -36,14 +36,31 @@ from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
 
 HEADLINE = ("success_rate", "max")
-REPORT = ("exact_support_rate", "support_precision", "support_recall", "test_mre", "threshold",
-          "seconds", "mle_success_rate", "mle_test_mre")  # fmt: skip
-SUMMARY_KEYS = {"success": "success_rate", "exact_support": "exact_support_rate",
-                "support_precision": "support_precision", "support_recall": "support_recall",
-                "support_f1": "support_f1", "offdiag_energy": "offdiag_energy",
-                "val_mre": "val_mre", "test_mre": "test_mre", "test_mre_sim": "test_mre_sim",
-                "threshold": "threshold", "em_iters": "em_iters",
-                "em_converged": "em_converged", "seconds": "seconds"}  # fmt: skip
+REPORT = (
+    "exact_support_rate",
+    "support_precision",
+    "support_recall",
+    "test_mre",
+    "threshold",
+    "seconds",
+    "mle_success_rate",
+    "mle_test_mre",
+)
+SUMMARY_KEYS = {
+    "success": "success_rate",
+    "exact_support": "exact_support_rate",
+    "support_precision": "support_precision",
+    "support_recall": "support_recall",
+    "support_f1": "support_f1",
+    "offdiag_energy": "offdiag_energy",
+    "val_mre": "val_mre",
+    "test_mre": "test_mre",
+    "test_mre_sim": "test_mre_sim",
+    "threshold": "threshold",
+    "em_iters": "em_iters",
+    "em_converged": "em_converged",
+    "seconds": "seconds",
+}
 
 
 def summarize(rows: list[dict[str, Any]], table: list[dict[str, Any]], cfg: LSSMConfig):
@@ -66,8 +83,11 @@ def summarize(rows: list[dict[str, Any]], table: list[dict[str, Any]], cfg: LSSM
 def run_lssm(cfg: LSSMConfig, ctx: RunContext) -> dict[str, float]:
     """Fan the (trial, sigma) pieces out, log each, then aggregate, tabulate and plot."""
     methods = [cfg.method, *cfg.compare]
-    calls = [{"cfg": cfg.model_dump(), "trial": k, "sigma": s, "methods": methods}
-             for s in cfg.noise_levels for k in range(cfg.n_trials)]  # fmt: skip
+    calls = [
+        {"cfg": cfg.model_dump(), "trial": k, "sigma": s, "methods": methods}
+        for s in cfg.noise_levels
+        for k in range(cfg.n_trials)
+    ]
     ctx.progress(len(calls), f"lssm {cfg.system} {'+'.join(methods)}")
 
     def on_done(i: int, result: dict) -> None:

@@ -10,10 +10,24 @@ import numpy as np
 from rayworks.platform.context import RunContext
 from rayworks.platform.figures import subplots
 
-METRICS = ("success", "exact_support", "support_precision", "support_recall", "support_f1",
-           "offdiag_energy", "val_mre", "test_mre", "test_mre_sim", "oracle_test_mre",
-           "train_loglik", "nnz_A", "threshold", "em_iters", "em_converged",
-           "seconds")  # fmt: skip
+METRICS = (
+    "success",
+    "exact_support",
+    "support_precision",
+    "support_recall",
+    "support_f1",
+    "offdiag_energy",
+    "val_mre",
+    "test_mre",
+    "test_mre_sim",
+    "oracle_test_mre",
+    "train_loglik",
+    "nnz_A",
+    "threshold",
+    "em_iters",
+    "em_converged",
+    "seconds",
+)
 PASS_SUCCESS = 0.75  # pass rule: MAP-EM success >= 15/20 on S1
 PASS_MRE_MARGIN = 0.01  # pass rule: MRE(MAP) <= MRE(MLE) + 1 percentage point
 

@@ -84,8 +84,9 @@ def to_paper_form(A, B, Cs, Ds, rcond: float = 1e-3) -> LSSM:
     """(A, B, C = C_s A^+, D = D_s - C B) with unit noise and x_0 ~ N(0, I)."""
     C = np.linalg.lstsq(A.T, Cs.T, rcond=rcond)[0].T
     n, p = A.shape[0], Cs.shape[0]
-    return LSSM(A=A, B=B, C=C, D=Ds - C @ B, r=np.ones(n), q=np.ones(p),
-                mu0=np.zeros(n), P0=np.eye(n))  # fmt: skip
+    return LSSM(
+        A=A, B=B, C=C, D=Ds - C @ B, r=np.ones(n), q=np.ones(p), mu0=np.zeros(n), P0=np.eye(n)
+    )
 
 
 def fit_noise(model: LSSM, u: np.ndarray, y: np.ndarray, iters: int) -> LSSM:

@@ -58,8 +58,14 @@ def test_errors(model: LSSM, ds: Dataset) -> dict[str, float]:
 
 
 def em_options(cfg: LSSMConfig, prior: bool, threshold: float) -> EMOptions:
-    return EMOptions(prior=prior, threshold=threshold, a0=cfg.a0, b0=cfg.b0,
-                     max_iter=cfg.em_iters, tol=cfg.em_tol)  # fmt: skip
+    return EMOptions(
+        prior=prior,
+        threshold=threshold,
+        a0=cfg.a0,
+        b0=cfg.b0,
+        max_iter=cfg.em_iters,
+        tol=cfg.em_tol,
+    )
 
 
 def fit_subspace(method: str, ds: Dataset, cfg: LSSMConfig) -> LSSM:
@@ -72,8 +78,9 @@ def fit_subspace(method: str, ds: Dataset, cfg: LSSMConfig) -> LSSM:
 
 
 def score(model: LSSM, truth: LSSM, ds: Dataset, cfg: LSSMConfig) -> dict[str, float]:
-    x_hat = smooth(model, ds.u_train, ds.y_train).mean if truth.B.shape[0] != truth.B.shape[1] \
-        else None  # fmt: skip
+    x_hat = (
+        smooth(model, ds.u_train, ds.y_train).mean if truth.B.shape[0] != truth.B.shape[1] else None
+    )
     phi = estimate_phi(model.B, truth.B, x_hat, ds.x_train)
     return {
         **topology_metrics(model.A, truth.A, phi, cfg.gp_tol, cfg.support_tol),
@@ -85,8 +92,11 @@ def score(model: LSSM, truth: LSSM, ds: Dataset, cfg: LSSMConfig) -> dict[str, f
 
 
 def _em_row(fit: EMResult, threshold: float) -> dict[str, float]:
-    return {"em_iters": float(len(fit.objective)), "em_converged": float(fit.converged),
-            "threshold": threshold}  # fmt: skip
+    return {
+        "em_iters": float(len(fit.objective)),
+        "em_converged": float(fit.converged),
+        "threshold": threshold,
+    }
 
 
 def _sweep_rows(sweep: ThresholdSweep, truth: LSSM, ds: Dataset, cfg: LSSMConfig) -> list[dict]:
@@ -105,14 +115,19 @@ def fit_methods(methods: list[str], truth: LSSM, ds: Dataset, c: LSSMConfig, ini
     if "map" in methods or "mle_threshold" in methods:
         start = time.perf_counter()
         sweep = sweep_threshold(init, ds, c.thresholds, em_options(c, True, 0.0))
-        extra = {**_em_row(sweep.chosen, sweep.threshold), "seconds": time.perf_counter() - start,
-                 "sweep": _sweep_rows(sweep, truth, ds, c)}  # fmt: skip
+        extra = {
+            **_em_row(sweep.chosen, sweep.threshold),
+            "seconds": time.perf_counter() - start,
+            "sweep": _sweep_rows(sweep, truth, ds, c),
+        }
         fitted["map"] = (sweep.chosen.model, extra)
     for method in methods:
         start = time.perf_counter()
         if method in ("n4sid", "hokalman"):
-            model, extra = fit_subspace(method, ds, c), {"em_iters": 0.0, "em_converged": 1.0,
-                                                         "threshold": 0.0}  # fmt: skip
+            model, extra = (
+                fit_subspace(method, ds, c),
+                {"em_iters": 0.0, "em_converged": 1.0, "threshold": 0.0},
+            )
         elif method in ("mle", "mle_threshold"):
             thr = sweep.threshold if method == "mle_threshold" else 0.0
             fit = fit_em(init, ds.u_train, ds.y_train, em_options(c, False, thr))
@@ -131,13 +146,24 @@ def run_trial(cfg: dict[str, Any], trial: int, sigma: float, methods: list[str])
     truth = make_system(c.system, sigma, seed)
     ds = make_dataset(truth, c.T, c.train_fraction, seed, c.val_fraction)
     n, m, p = truth.n, truth.B.shape[1], truth.C.shape[0]
-    init = fit_subspace("n4sid", ds, c) if c.init == "n4sid" else random_init(n, m, p, seed,
-                                                                             c.init_scale)  # fmt: skip
+    init = (
+        fit_subspace("n4sid", ds, c)
+        if c.init == "n4sid"
+        else random_init(n, m, p, seed, c.init_scale)
+    )
     oracle = test_errors(truth, ds)
     rows, heatmaps = [], {}
     for method, model, extra in fit_methods(methods, truth, ds, c, init):
-        rows.append({"method": method, "trial": trial, "sigma": sigma, **extra,
-                     **score(model, truth, ds, c), "oracle_test_mre": oracle["test_mre"]})  # fmt: skip
+        rows.append(
+            {
+                "method": method,
+                "trial": trial,
+                "sigma": sigma,
+                **extra,
+                **score(model, truth, ds, c),
+                "oracle_test_mre": oracle["test_mre"],
+            }
+        )
         if trial == c.heatmap_trial:
             heatmaps[method] = np.abs(model.A).tolist()
     if heatmaps:

@@ -27,8 +27,12 @@ from rayworks.pipelines.mosiv.fit import (
 from rayworks.pipelines.mosiv.render import chamfer, emd, iou
 from rayworks.pipelines.mosiv.scenes import Scene, build_scene, object_silhouettes
 
-GRADIENT_ARMS = {"objectwise": ("objectwise", 1, 1), "scenewise": ("scenewise", 1, 1),
-                 "cd_only": ("objectwise", 1, 0), "sil_only": ("objectwise", 0, 1)}  # fmt: skip
+GRADIENT_ARMS = {
+    "objectwise": ("objectwise", 1, 1),
+    "scenewise": ("scenewise", 1, 1),
+    "cd_only": ("objectwise", 1, 0),
+    "sil_only": ("objectwise", 0, 1),
+}
 
 
 def run_arm(scene: Scene, cfg: MosivConfig, arm: str, rng) -> tuple[Estimate, list[float]]:
@@ -36,13 +40,16 @@ def run_arm(scene: Scene, cfg: MosivConfig, arm: str, rng) -> tuple[Estimate, li
     sc, fc = cfg.scene, cfg.fit
     if arm in GRADIENT_ARMS:
         mode, use_cd, use_sil = GRADIENT_ARMS[arm]
-        return fit_continuous(scene, sc, fc, mode, fc.lambda_cd * use_cd,
-                              fc.sil_weight * use_sil, rng)  # fmt: skip
+        return fit_continuous(
+            scene, sc, fc, mode, fc.lambda_cd * use_cd, fc.sil_weight * use_sil, rng
+        )
     if arm == "prototype":
         library = [prototype(f, q, sc) for f, q in cfg.prototypes.library]
         return select_prototypes(scene, sc, fc, [library, library])
-    libraries = [[prototype(FAMILIES[int(f)], q, sc) for q in cfg.prototypes.oracle_quantiles]
-                 for f in scene.family]  # fmt: skip
+    libraries = [
+        [prototype(FAMILIES[int(f)], q, sc) for q in cfg.prototypes.oracle_quantiles]
+        for f in scene.family
+    ]
     return select_prototypes(scene, sc, fc, libraries)
 
 
@@ -73,10 +80,15 @@ def geometry_scores(scene: Scene, x: torch.Tensor, sc) -> dict[str, float]:
     out = {}
     for split, frames in (("observed", range(1, n_obs)), ("future", range(n_obs, len(x)))):
         f = list(frames)
-        cds = [chamfer(x[f][:, scene.obj == k], scene.true_x[f][:, scene.obj == k]).mean()
-               for k in range(len(scene.family))]  # fmt: skip
-        emds = [emd(x[i, idx].numpy(), scene.true_x[i, idx].numpy())
-                for i in f for idx in scene.points_idx]  # fmt: skip
+        cds = [
+            chamfer(x[f][:, scene.obj == k], scene.true_x[f][:, scene.obj == k]).mean()
+            for k in range(len(scene.family))
+        ]
+        emds = [
+            emd(x[i, idx].numpy(), scene.true_x[i, idx].numpy())
+            for i in f
+            for idx in scene.points_idx
+        ]
         ious = [iou(image[i, k], t_image[i, k]) for i in f for k in range(len(scene.family))]
         ious += [iou(line[i, k], t_line[i, k]) for i in f for k in range(len(scene.family))]
         out[f"{split}_cd"] = float(torch.stack(cds).mean())
@@ -85,8 +97,9 @@ def geometry_scores(scene: Scene, x: torch.Tensor, sc) -> dict[str, float]:
     return out
 
 
-def arm_piece(arm: str, scene_index: int, cfg: dict[str, Any], keep_rollout: bool = False
-              ) -> dict[str, Any]:  # fmt: skip
+def arm_piece(
+    arm: str, scene_index: int, cfg: dict[str, Any], keep_rollout: bool = False
+) -> dict[str, Any]:
     """Run one arm on one scene; metrics (+ fitted and true rollouts when keep_rollout)."""
     config = MosivConfig.model_validate(cfg)
     torch.manual_seed(config.seed)
@@ -98,11 +111,17 @@ def arm_piece(arm: str, scene_index: int, cfg: dict[str, Any], keep_rollout: boo
     with torch.no_grad():
         x = simulate(scene, est, len(scene.true_x))
     x = torch.nan_to_num(x, nan=0.5)
-    row: dict[str, Any] = {"arm": arm, "scene": scene.name, "scene_index": scene_index,
-                           "seconds": seconds, **parameter_errors(scene, est),
-                           **geometry_scores(scene, x, config.scene), "curve": curve,
-                           "families": [FAMILIES[int(f)] for f in est.family],
-                           "true_families": [FAMILIES[int(f)] for f in scene.family]}  # fmt: skip
+    row: dict[str, Any] = {
+        "arm": arm,
+        "scene": scene.name,
+        "scene_index": scene_index,
+        "seconds": seconds,
+        **parameter_errors(scene, est),
+        **geometry_scores(scene, x, config.scene),
+        "curve": curve,
+        "families": [FAMILIES[int(f)] for f in est.family],
+        "true_families": [FAMILIES[int(f)] for f in scene.family],
+    }
     if keep_rollout:
         row["rollout"] = x.numpy().astype(np.float32).tolist()
         row["truth"] = scene.true_x.numpy().astype(np.float32).tolist()

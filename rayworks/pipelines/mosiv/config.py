@@ -20,9 +20,13 @@ from rayworks.core.config import Config, PipelineConfig
 
 Arm = Literal["objectwise", "scenewise", "cd_only", "sil_only", "prototype", "prototype_oracle"]
 Pair = Literal[
-    "elastic-elastic", "elastic-plasticine", "plasticine-plasticine", "elastic-sand",
-    "plasticine-sand", "sand-sand",
-]  # fmt: skip
+    "elastic-elastic",
+    "elastic-plasticine",
+    "plasticine-plasticine",
+    "elastic-sand",
+    "plasticine-sand",
+    "sand-sand",
+]
 
 
 def _range(lo: float, hi: float, what: str):
@@ -34,10 +38,15 @@ class SceneConfig(Config):
 
     n_scenes: int = Field(4, ge=1, le=24, description="scenes (recipe: 4 pairs)")
     pairs: list[Pair] = Field(
-        default_factory=lambda: ["elastic-elastic", "elastic-plasticine",
-                                 "plasticine-plasticine", "elastic-sand"],
-        min_length=1, description="material pair of scene i = pairs[i % len] (the recipe's four)",
-    )  # fmt: skip
+        default_factory=lambda: [
+            "elastic-elastic",
+            "elastic-plasticine",
+            "plasticine-plasticine",
+            "elastic-sand",
+        ],
+        min_length=1,
+        description="material pair of scene i = pairs[i % len] (the recipe's four)",
+    )
     grid_n: int = Field(24, ge=12, le=128, description="grid nxn, dx = 1/n (recipe: 48)")
     dt: float = Field(6e-4, gt=0, le=2e-3, description="substep τ in s (paper 1/4800; recipe 2e-4)")
     substeps: int = Field(16, ge=1, description="substeps per frame (recipe: 100)")
@@ -62,8 +71,15 @@ class SceneConfig(Config):
 
     @model_validator(mode="after")
     def _ordered(self) -> SceneConfig:
-        for key in ("speed_range", "lift_range", "E_range", "nu_range", "yield_range",
-                    "friction_angle_range", "floor_mu_range"):  # fmt: skip
+        for key in (
+            "speed_range",
+            "lift_range",
+            "E_range",
+            "nu_range",
+            "yield_range",
+            "friction_angle_range",
+            "floor_mu_range",
+        ):
             lo, hi = getattr(self, key)
             if lo > hi:
                 raise ValueError(f"scene.{key}=({lo}, {hi}) must have low ≤ high")
@@ -80,9 +96,10 @@ class FitConfig(Config):
     iterations: int = Field(20, ge=1, description="Adam iterations in all (recipe 60; paper 200)")
     lr: float = Field(0.05, gt=0, description="Adam lr on log E, logits, v0 (recipe 0.05)")
     horizons: list[int] = Field(
-        default_factory=lambda: [4, 7, 10], min_length=1,
+        default_factory=lambda: [4, 7, 10],
+        min_length=1,
         description="horizon curriculum in frames, equal iteration shares (recipe 5→10→20)",
-    )  # fmt: skip
+    )
     grad_clip: float = Field(1.0, gt=0, description="gradient-norm clip (recipe 1.0)")
     lambda_cd: float = Field(1.0, ge=0, description="λ_CD of Eq. 3 (paper: not given)")
     sil_weight: float = Field(1.0, ge=0, description="weight of the mean-L1 silhouette term")
@@ -107,11 +124,16 @@ class PrototypeConfig(Config):
     """Discrete prototype libraries (OPGS-like baselines; library values reconstructed)."""
 
     library: list[tuple[str, float]] = Field(
-        default_factory=lambda: [("elastic", 0.25), ("elastic", 0.75), ("plasticine", 0.25),
-                                 ("plasticine", 0.75), ("sand", 0.5)],
+        default_factory=lambda: [
+            ("elastic", 0.25),
+            ("elastic", 0.75),
+            ("plasticine", 0.25),
+            ("plasticine", 0.75),
+            ("sand", 0.5),
+        ],
         description="(family, q): K=5 mixed prototypes, every parameter at quantile q of "
         "its range (recipe: K = 5)",
-    )  # fmt: skip
+    )
     oracle_quantiles: list[float] = Field(
         default_factory=lambda: [0.1, 0.3, 0.5, 0.7, 0.9],
         description="oracle library: the true family at these quantiles (K = 5)",
@@ -123,14 +145,24 @@ class MosivConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "scene": {"n_scenes": 1, "grid_n": 16, "object_size": 0.1, "substeps": 8,
-                      "dt": 1e-3, "frames_observed": 3, "frames_future": 2, "n_points": 32,
-                      "image_res": 24},
+            "scene": {
+                "n_scenes": 1,
+                "grid_n": 16,
+                "object_size": 0.1,
+                "substeps": 8,
+                "dt": 1e-3,
+                "frames_observed": 3,
+                "frames_future": 2,
+                "n_points": 32,
+                "image_res": 24,
+            },
             "fit": {"iterations": 2, "horizons": [2, 3], "velocity_frames": 2},
-            "prototypes": {"oracle_quantiles": [0.25, 0.75],
-                           "library": [("elastic", 0.5), ("plasticine", 0.5)]},
+            "prototypes": {
+                "oracle_quantiles": [0.25, 0.75],
+                "library": [("elastic", 0.5), ("plasticine", 0.5)],
+            },
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("objectwise", description="arm this run reports (headline)")
     compare: list[Arm] = Field(
@@ -148,9 +180,12 @@ class MosivConfig(PipelineConfig):
     def _fits(self) -> MosivConfig:
         s, f = self.scene, self.fit
         if max(f.horizons) > s.frames_observed:
-            raise ValueError(f"fit.horizons={f.horizons} exceed scene.frames_observed="
-                             f"{s.frames_observed}")  # fmt: skip
+            raise ValueError(
+                f"fit.horizons={f.horizons} exceed scene.frames_observed={s.frames_observed}"
+            )
         if f.velocity_frames > s.frames_observed:
-            raise ValueError(f"fit.velocity_frames={f.velocity_frames} exceeds "
-                             f"scene.frames_observed={s.frames_observed}")  # fmt: skip
+            raise ValueError(
+                f"fit.velocity_frames={f.velocity_frames} exceeds "
+                f"scene.frames_observed={s.frames_observed}"
+            )
         return self

@@ -68,14 +68,14 @@ def simulate(scene: Scene, est: Estimate, frames: int) -> torch.Tensor:
     return rollout(p, mat, scene.grid, frames, scene.substeps)
 
 
-def scene_loss(scene: Scene, x: torch.Tensor, sc, mode: str, lambda_cd: float,
-               sil_weight: float) -> torch.Tensor:  # fmt: skip
+def scene_loss(
+    scene: Scene, x: torch.Tensor, sc, mode: str, lambda_cd: float, sil_weight: float
+) -> torch.Tensor:
     """Eq. 3 over frames 1..H-1 of the simulated positions x (H, N, 2)."""
     h = x.shape[0]
     obs_pts = [p[1:h] for p in scene.obs_points]
     sim_pts = [x[1:h, scene.obj == k] for k in range(len(obs_pts))]
-    image, line = (object_silhouettes(x[1:h], scene.obj, sc) if sil_weight > 0
-                   else (None, None))  # fmt: skip
+    image, line = object_silhouettes(x[1:h], scene.obj, sc) if sil_weight > 0 else (None, None)
     t_image, t_line = scene.obs_image[1:h], scene.obs_line[1:h]
     if mode == "scenewise":
         cd = chamfer(torch.cat(sim_pts, 1), torch.cat(obs_pts, 1))
@@ -93,10 +93,17 @@ def scene_loss(scene: Scene, x: torch.Tensor, sc, mode: str, lambda_cd: float,
 
 
 def _physical(raw: dict[str, torch.Tensor], family: torch.Tensor) -> Estimate:
-    return Estimate(family, {
-        "log_E": raw["log_E"], "nu": NU_MAX * torch.sigmoid(raw["nu"]),
-        "log_yield": raw["log_yield"], "theta_fric": THETA_LO + THETA_SPAN * torch.sigmoid(
-            raw["theta"]), "floor_mu": torch.sigmoid(raw["mu"]), "v0": raw["v0"]})  # fmt: skip
+    return Estimate(
+        family,
+        {
+            "log_E": raw["log_E"],
+            "nu": NU_MAX * torch.sigmoid(raw["nu"]),
+            "log_yield": raw["log_yield"],
+            "theta_fric": THETA_LO + THETA_SPAN * torch.sigmoid(raw["theta"]),
+            "floor_mu": torch.sigmoid(raw["mu"]),
+            "v0": raw["v0"],
+        },
+    )
 
 
 def _logit(p: float) -> float:
@@ -121,12 +128,15 @@ def initial_raw(scene: Scene, sc, fc, rng: np.random.Generator) -> dict[str, tor
     }
 
 
-def fit_continuous(scene: Scene, sc, fc, mode: str, lambda_cd: float, sil_weight: float,
-                   rng: np.random.Generator) -> tuple[Estimate, list[float]]:  # fmt: skip
+def fit_continuous(
+    scene: Scene, sc, fc, mode: str, lambda_cd: float, sil_weight: float, rng: np.random.Generator
+) -> tuple[Estimate, list[float]]:
     """MOSIV fit (steps 1-4): Adam on all per-object raw parameters through the simulator
     with the horizon curriculum; returns the final estimate and the loss curve."""
-    raw = {k: v.clone().requires_grad_(k != "v0" or fc.fit_velocity)
-           for k, v in initial_raw(scene, sc, fc, rng).items()}  # fmt: skip
+    raw = {
+        k: v.clone().requires_grad_(k != "v0" or fc.fit_velocity)
+        for k, v in initial_raw(scene, sc, fc, rng).items()
+    }
     leaves = [v for v in raw.values() if v.requires_grad]
     opt = torch.optim.Adam(leaves, lr=fc.lr)
     stages = np.array_split(np.arange(fc.iterations), len(fc.horizons))
@@ -152,21 +162,28 @@ def prototype(family: str, q: float, sc) -> dict[str, float]:
     (log-uniform ranges interpolated in log space)."""
     lerp = lambda r: r[0] + q * (r[1] - r[0])  # noqa: E731
     log_lerp = lambda r: math.log(r[0]) + q * (math.log(r[1]) - math.log(r[0]))  # noqa: E731
-    return {"family": FAMILIES.index(family), "log_E": log_lerp(sc.E_range),
-            "nu": lerp(sc.nu_range), "log_yield": log_lerp(sc.yield_range),
-            "theta_fric": math.radians(lerp(sc.friction_angle_range))}  # fmt: skip
+    return {
+        "family": FAMILIES.index(family),
+        "log_E": log_lerp(sc.E_range),
+        "nu": lerp(sc.nu_range),
+        "log_yield": log_lerp(sc.yield_range),
+        "theta_fric": math.radians(lerp(sc.friction_angle_range)),
+    }
 
 
 def _estimate(chosen: list[dict[str, float]], v0: torch.Tensor, mu: float) -> Estimate:
-    params = {k: torch.tensor([c[k] for c in chosen], dtype=torch.float32)
-              for k in ("log_E", "nu", "log_yield", "theta_fric")}  # fmt: skip
+    params = {
+        k: torch.tensor([c[k] for c in chosen], dtype=torch.float32)
+        for k in ("log_E", "nu", "log_yield", "theta_fric")
+    }
     params["floor_mu"] = torch.full((len(chosen),), mu)
     params["v0"] = v0
     return Estimate(torch.tensor([c["family"] for c in chosen]), params)
 
 
-def select_prototypes(scene: Scene, sc, fc, libraries: list[list[dict[str, float]]]
-                      ) -> tuple[Estimate, list[float]]:  # fmt: skip
+def select_prototypes(
+    scene: Scene, sc, fc, libraries: list[list[dict[str, float]]]
+) -> tuple[Estimate, list[float]]:
     """Grid search over per-object library choices (one library per object) on the
     object-wise loss of all observed frames; returns the best estimate and all scores."""
     v0 = estimate_velocity(scene, fc.velocity_frames)

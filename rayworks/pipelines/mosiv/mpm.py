@@ -66,8 +66,9 @@ class Material:
 def material(obj, family, log_E, nu, log_yield, theta_fric, floor_mu) -> Material:
     """Per-particle `Material` from per-object tensors (K,) indexed by obj (N,)."""
     mu, lam = lame(log_E, nu)
-    return Material(family[obj], mu[obj], lam[obj], torch.exp(log_yield)[obj],
-                    theta_fric[obj], floor_mu[obj])  # fmt: skip
+    return Material(
+        family[obj], mu[obj], lam[obj], torch.exp(log_yield)[obj], theta_fric[obj], floor_mu[obj]
+    )
 
 
 def weights(x: torch.Tensor, grid: Grid) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

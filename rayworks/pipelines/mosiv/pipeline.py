@@ -22,8 +22,7 @@ from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("observed_cd", "future_emd", "future_iou", "log_E_err", "pass_rule")
-LOGGED = ("observed_cd", "future_emd", "observed_emd", "future_iou",
-          "observed_iou", "seconds")  # fmt: skip
+LOGGED = ("observed_cd", "future_emd", "observed_emd", "future_iou", "observed_iou", "seconds")
 
 
 class _Logger:
@@ -35,17 +34,25 @@ class _Logger:
     def piece(self, _i: int, row: dict[str, Any]) -> None:
         self.step += 1
         errors = {k: v for k, v in row.items() if k.startswith("obj")}
-        self.ctx.log(self.step, arm=row["arm"], scene=row["scene"],
-                     piece_future_cd=row["future_cd"],  # not the headline: no bench curve
-                     **{k: row[k] for k in LOGGED}, **errors)  # fmt: skip
+        self.ctx.log(
+            self.step,
+            arm=row["arm"],
+            scene=row["scene"],
+            piece_future_cd=row["future_cd"],  # not the headline: no bench curve
+            **{k: row[k] for k in LOGGED},
+            **errors,
+        )
 
 
 def run_mosiv(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
     """Every (arm, scene) piece, per-arm means, table, plot, GIF and the pass rule."""
     dump = cfg.model_dump(mode="json")
     arms = list(dict.fromkeys([cfg.arm, *cfg.compare]))
-    calls = [{"arm": a, "scene_index": s, "cfg": dump, "keep_rollout": cfg.gif and s == 0}
-             for a in arms for s in range(cfg.scene.n_scenes)]  # fmt: skip
+    calls = [
+        {"arm": a, "scene_index": s, "cfg": dump, "keep_rollout": cfg.gif and s == 0}
+        for a in arms
+        for s in range(cfg.scene.n_scenes)
+    ]
     ctx.progress(len(calls), f"mosiv {cfg.arm} ({len(arms)} arms x {cfg.scene.n_scenes} scenes)")
     rows = fan_out(arm_piece, calls, threads=1, on_done=_Logger(ctx).piece)
     per_arm = {a: aggregate([r for r in rows if r["arm"] == a]) for a in arms}
@@ -81,10 +88,12 @@ def run_mosiv(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
         ),
     },
     headline=("future_cd", "min"),
-    ablations={"cd_only": ("arm=cd_only", "compare=[]", "gif=false"),
-               "sil_only": ("arm=sil_only", "compare=[]", "gif=false")},
+    ablations={
+        "cd_only": ("arm=cd_only", "compare=[]", "gif=false"),
+        "sil_only": ("arm=sil_only", "compare=[]", "gif=false"),
+    },
     report=REPORT,
-)  # fmt: skip
+)
 def run(cfg: MosivConfig, ctx: RunContext) -> dict[str, float]:
     """Continuous per-object parameters through a differentiable 2D MPM, object-wise loss."""
     return run_mosiv(cfg, ctx)

@@ -12,8 +12,7 @@ import numpy as np
 from rayworks.platform.context import RunContext
 from rayworks.platform.tables import cell
 
-GEOMETRY = ("future_cd", "observed_cd", "future_emd", "observed_emd", "future_iou",
-            "observed_iou")  # fmt: skip
+GEOMETRY = ("future_cd", "observed_cd", "future_emd", "observed_emd", "future_iou", "observed_iou")
 PARAMS = ("log_E_err", "nu_err", "yield_err", "theta_err", "mu_err", "v0_err", "family_ok")
 
 
@@ -28,14 +27,21 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
     out = {key: _nanmean([r[key] for r in rows]) for key in GEOMETRY}
     for key in PARAMS:
         out[key] = _nanmean([r[f"obj{k}_{key}"] for r in rows for k in range(2)])
-    out["log_E_err_elastic"] = _nanmean([r[f"obj{k}_log_E_err"] for r in rows for k in range(2)
-                                         if r["true_families"][k] == "elastic"])  # fmt: skip
+    out["log_E_err_elastic"] = _nanmean(
+        [
+            r[f"obj{k}_log_E_err"]
+            for r in rows
+            for k in range(2)
+            if r["true_families"][k] == "elastic"
+        ]
+    )
     out["seconds"] = float(np.sum([r["seconds"] for r in rows]))
     return out
 
 
-def pass_rule(per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: float
-              ) -> dict[str, float]:  # fmt: skip
+def pass_rule(
+    per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: float
+) -> dict[str, float]:
     """Pass rule (reconstructed): CD_fut(a) ≤ ratio·CD_fut(e) and ≤ ratio·CD_fut(f),
     CD_fut(a) ≤ CD_fut(b) (means over the scenes), and |log E - log E*| < tol on elastic
     objects under (a). Only in runs holding all four arms."""
@@ -54,22 +60,41 @@ def pass_rule(per_arm: dict[str, dict[str, float]], ratio: float, log_E_tol: flo
     return out
 
 
-def write_table(ctx: RunContext, rows: list[dict[str, Any]],
-                per_arm: dict[str, dict[str, float]]) -> Path:  # fmt: skip
+def write_table(
+    ctx: RunContext, rows: list[dict[str, Any]], per_arm: dict[str, dict[str, float]]
+) -> Path:
     """table.jsonl: one row per (arm, scene) without curves/rollouts; table.md: per-arm
     means, then future CD per scene."""
-    slim = [{k: v for k, v in r.items() if k not in ("curve", "rollout", "truth", "obj")}
-            for r in rows]  # fmt: skip
+    slim = [
+        {k: v for k, v in r.items() if k not in ("curve", "rollout", "truth", "obj")} for r in rows
+    ]
     ctx.write_jsonl("table.jsonl", slim)
-    cols = (*GEOMETRY, "log_E_err", "log_E_err_elastic", "nu_err", "yield_err", "theta_err",
-            "mu_err", "family_ok", "seconds")  # fmt: skip
-    lines = ["CD/EMD in domain units (1 = box side), means over scenes; errors over objects.",
-             "", "| arm | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]  # fmt: skip
+    cols = (
+        *GEOMETRY,
+        "log_E_err",
+        "log_E_err_elastic",
+        "nu_err",
+        "yield_err",
+        "theta_err",
+        "mu_err",
+        "family_ok",
+        "seconds",
+    )
+    lines = [
+        "CD/EMD in domain units (1 = box side), means over scenes; errors over objects.",
+        "",
+        "| arm | " + " | ".join(cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
     lines += [f"| {a} | " + " | ".join(cell(m[c]) for c in cols) + " |" for a, m in per_arm.items()]
     scenes = sorted({(r["scene_index"], r["scene"]) for r in rows})
-    lines += ["", "Future CD per scene:", "",
-              "| arm | " + " | ".join(s for _, s in scenes) + " |",
-              "|---|" + "---:|" * len(scenes)]  # fmt: skip
+    lines += [
+        "",
+        "Future CD per scene:",
+        "",
+        "| arm | " + " | ".join(s for _, s in scenes) + " |",
+        "|---|" + "---:|" * len(scenes),
+    ]
     for arm in per_arm:
         by = {r["scene_index"]: r["future_cd"] for r in rows if r["arm"] == arm}
         lines.append(

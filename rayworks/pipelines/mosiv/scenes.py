@@ -83,8 +83,10 @@ def build_scene(sc, index: int, seed: int, frames: int | None = None) -> Scene:
     xs, objs, v0 = [], [], []
     for k in range(2):
         side = -1 if k == 0 else 1
-        centre = (0.5 + side * (sc.separation / 2 + rng.uniform(-0.02, 0.02)),
-                  sc.height + rng.uniform(-0.03, 0.03))  # fmt: skip
+        centre = (
+            0.5 + side * (sc.separation / 2 + rng.uniform(-0.02, 0.02)),
+            sc.height + rng.uniform(-0.03, 0.03),
+        )
         shape = SHAPES[int(rng.integers(len(SHAPES)))]
         pts = shape_particles(shape, centre, sc.object_size, spacing, rng)
         xs.append(pts)
@@ -110,8 +112,22 @@ def build_scene(sc, index: int, seed: int, frames: int | None = None) -> Scene:
         obs_points.append(true_x[:, idx] + torch.tensor(noise, dtype=torch.float32))
     image, line = object_silhouettes(true_x, obj, sc)
     name = f"{index}:{pair[0]}-{pair[1]}"
-    return Scene(name, grid, sc.substeps, sc.dt * sc.substeps, start, obj, fam, truth, points_idx,
-                 true_x, obs_points, image, line, sc.frames_observed)  # fmt: skip
+    return Scene(
+        name,
+        grid,
+        sc.substeps,
+        sc.dt * sc.substeps,
+        start,
+        obj,
+        fam,
+        truth,
+        points_idx,
+        true_x,
+        obs_points,
+        image,
+        line,
+        sc.frames_observed,
+    )
 
 
 PARAM_KEYS = ("log_E", "nu", "log_yield", "theta_fric", "floor_mu")

@@ -45,8 +45,9 @@ def mel_filterbank(sr: int = SR, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np
 def magnitude(wav: np.ndarray) -> torch.Tensor:
     """|STFT| of a mono waveform: (frames, n_fft//2+1)."""
     x = torch.as_tensor(wav, dtype=torch.float32)
-    spec = torch.stft(x, N_FFT, HOP, window=torch.hann_window(N_FFT), center=True,
-                      return_complex=True)  # fmt: skip
+    spec = torch.stft(
+        x, N_FFT, HOP, window=torch.hann_window(N_FFT), center=True, return_complex=True
+    )
     return spec.abs().T
 
 
@@ -64,9 +65,13 @@ def frame_energy(wav: np.ndarray) -> np.ndarray:
 
 
 def yin_f0(
-    wav: np.ndarray, fmin: float = 60.0, fmax: float = 400.0, threshold: float = 0.15,
-    window: int = 512, silence_db: float = -50.0,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    wav: np.ndarray,
+    fmin: float = 60.0,
+    fmax: float = 400.0,
+    threshold: float = 0.15,
+    window: int = 512,
+    silence_db: float = -50.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """YIN pitch (de Cheveigné & Kawahara 2002, steps 1-4 without parabolic refinement),
     vectorised over frames with FFT cross-correlation. Returns (f0 Hz, voiced bool) per frame;
     f0 is 0 where unvoiced (no lag below `threshold` or frame below `silence_db` RMS)."""

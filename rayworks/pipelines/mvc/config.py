@@ -33,10 +33,18 @@ class CorpusConfig(Config):
     min_words: int = Field(3, ge=1, description="shortest sentence in words (recipe: 3)")
     max_words: int = Field(12, ge=1, description="longest sentence in words (recipe: 12)")
     voices: list[str] = Field(
-        default_factory=lambda: ["en-us", "en-gb", "en-us+m3", "en-us+f2", "en-gb+m7",
-                                 "en-gb+f4", "en-us+m1", "en-us+f5"],
+        default_factory=lambda: [
+            "en-us",
+            "en-gb",
+            "en-us+m3",
+            "en-us+f2",
+            "en-gb+m7",
+            "en-gb+f4",
+            "en-us+m1",
+            "en-us+f5",
+        ],
         description="espeak-ng voices / variants (recipe: 8)",
-    )  # fmt: skip
+    )
     pitches: list[int] = Field(default_factory=lambda: [35, 50, 65], description="-p (recipe)")
     speeds: list[int] = Field(default_factory=lambda: [140, 175], description="-s (recipe)")
     val_fraction: float = Field(0.1, gt=0, lt=0.5, description="validation share (recipe 150/1500)")
@@ -128,9 +136,11 @@ class ScalingConfig(Config):
         default_factory=lambda: [256, 1024, 4096, 16384], description="T (the recipe's list)"
     )
     attn_max_len: int = Field(
-        16384, ge=16, description="longest T for the attention encoder (its T² scores: 16k = 1 GiB "
+        16384,
+        ge=16,
+        description="longest T for the attention encoder (its T² scores: 16k = 1 GiB "
         "per head; lower it on a small machine)",
-    )  # fmt: skip
+    )
     width: int = Field(128, ge=8, description="encoder width (recipe: 128)")
     repeats: int = Field(1, ge=1, description="timed forwards per point (best kept)")
     fit_from: int = Field(1024, ge=1, description="log-log slopes use T ≥ this")
@@ -141,17 +151,28 @@ class MVCConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "corpus": {"n_utterances": 12, "voices": ["en-us", "en-gb+f4"], "pitches": [40, 60],
-                       "speeds": [160], "aligner_iters": 1, "n_wav_samples": 1},
+            "corpus": {
+                "n_utterances": 12,
+                "voices": ["en-us", "en-gb+f4"],
+                "pitches": [40, 60],
+                "speeds": [160],
+                "aligner_iters": 1,
+                "n_wav_samples": 1,
+            },
             "decoder": {"width": 16, "blocks": 1, "style_dim": 8, "steps": 8, "batch": 4},
             "recognizer": {"width": 16, "steps": 8, "batch": 4},
             "stack": {"width": 16, "text_layers": 1, "conv_layers": 1, "d_state": 2},
             "train": {"steps": 6, "batch": 4, "checkpoint_every": 3, "log_every": 2},
-            "scaling": {"lengths": [32, 64], "attn_max_len": 64, "width": 16, "repeats": 1,
-                        "fit_from": 32},
+            "scaling": {
+                "lengths": [32, 64],
+                "attn_max_len": 64,
+                "width": 16,
+                "repeats": 1,
+                "fit_from": 32,
+            },
             "griffin_lim_iters": 2,
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("mvc", description="arm this run reports: mvc (b, c, d) | attn (a)")
     compare: list[Arm] = Field(

@@ -35,20 +35,81 @@ STRESS = str.maketrans("", "", "',%=")
 VERSION = 1
 T = TypeVar("T")
 
-SUBJECTS = ("the parser", "this function", "a small buffer", "the default value", "each worker",
-            "the new module", "our test suite", "the main loop", "a quiet reader", "the server",
-            "every thread", "the old cache", "this method", "the green button", "a long string",
-            "the last record", "the compiler", "my neighbour", "the river", "a tired student")  # fmt: skip
-VERBS = ("returns", "reads", "writes", "checks", "builds", "sorts", "copies", "opens", "closes",
-         "finds", "skips", "counts", "joins", "splits", "loads", "saves", "prints", "follows",
-         "ignores", "repeats")  # fmt: skip
-OBJECTS = ("a list of names", "the current file", "every open socket", "the first line",
-           "a sorted table", "the whole document", "two small numbers", "the user name",
-           "a fresh copy", "the missing keys", "an empty string", "the morning paper",
-           "seven blue boxes", "the final answer", "a simple pattern")  # fmt: skip
-TAILS = ("before the loop ends", "in a single pass", "without any errors", "when the queue is empty",
-         "after a short delay", "for every request", "on the next call", "quite slowly",
-         "again and again", "at the end of the day", "if nothing else works", "very carefully")  # fmt: skip
+SUBJECTS = (
+    "the parser",
+    "this function",
+    "a small buffer",
+    "the default value",
+    "each worker",
+    "the new module",
+    "our test suite",
+    "the main loop",
+    "a quiet reader",
+    "the server",
+    "every thread",
+    "the old cache",
+    "this method",
+    "the green button",
+    "a long string",
+    "the last record",
+    "the compiler",
+    "my neighbour",
+    "the river",
+    "a tired student",
+)
+VERBS = (
+    "returns",
+    "reads",
+    "writes",
+    "checks",
+    "builds",
+    "sorts",
+    "copies",
+    "opens",
+    "closes",
+    "finds",
+    "skips",
+    "counts",
+    "joins",
+    "splits",
+    "loads",
+    "saves",
+    "prints",
+    "follows",
+    "ignores",
+    "repeats",
+)
+OBJECTS = (
+    "a list of names",
+    "the current file",
+    "every open socket",
+    "the first line",
+    "a sorted table",
+    "the whole document",
+    "two small numbers",
+    "the user name",
+    "a fresh copy",
+    "the missing keys",
+    "an empty string",
+    "the morning paper",
+    "seven blue boxes",
+    "the final answer",
+    "a simple pattern",
+)
+TAILS = (
+    "before the loop ends",
+    "in a single pass",
+    "without any errors",
+    "when the queue is empty",
+    "after a short delay",
+    "for every request",
+    "on the next call",
+    "quite slowly",
+    "again and again",
+    "at the end of the day",
+    "if nothing else works",
+    "very carefully",
+)
 
 
 def sentences(n: int, min_words: int, max_words: int, rng: np.random.Generator) -> list[str]:
@@ -82,8 +143,12 @@ def find_espeak(binary: str) -> str:
 def espeak_phonemes(binary: str, text: str, voice: str) -> list[str]:
     """espeak-ng's phoneme mnemonics (`-q -x --sep=_`), stress marks dropped, words
     separated by WORD and wrapped in SIL."""
-    out = subprocess.run([binary, "-q", "-x", "--sep=_", "-v", voice, text],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [binary, "-q", "-x", "--sep=_", "-v", voice, text],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     tokens = [SIL]
     for word in out.split():
         phones = [p for p in word.translate(STRESS).split("_") if p]
@@ -97,8 +162,11 @@ def espeak_audio(binary: str, text: str, voice: str, pitch: int, speed: int) -> 
     """16 kHz waveform of `text` spoken by `voice` at `-p pitch -s speed`."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "u.wav"
-        subprocess.run([binary, "-w", str(path), "-v", voice, "-p", str(pitch), "-s", str(speed),
-                        text], capture_output=True, check=True)  # fmt: skip
+        subprocess.run(
+            [binary, "-w", str(path), "-v", voice, "-p", str(pitch), "-s", str(speed), text],
+            capture_output=True,
+            check=True,
+        )
         wav, sr = audio.read_wav(path)
     return audio.resample(wav, sr)
 
@@ -155,8 +223,9 @@ def build_corpus(cfg: dict[str, Any], on_item: Callable[[int], None] | None = No
     ids = {t: k for k, t in enumerate(vocab)}
     phonemes = [np.array([ids[t] for t in seq], dtype=np.int64) for seq in tokens]
     durations, _ = fit_aligner(mels, phonemes, len(vocab), cfg["aligner_iters"])
-    return Corpus(texts, speakers, table, vocab, phonemes, durations, mels, f0s, energies,
-                  split, wavs)  # fmt: skip
+    return Corpus(
+        texts, speakers, table, vocab, phonemes, durations, mels, f0s, energies, split, wavs
+    )
 
 
 def config_key(cfg: dict[str, Any], *extra: Any) -> str:
@@ -204,8 +273,12 @@ def save_corpus(corpus: Corpus, folder: Path) -> None:
     for i, wav in corpus.wavs.items():
         arrays[f"wav_{i}"] = wav
     np.savez(folder / "corpus.npz", **arrays)
-    meta = {"texts": corpus.texts, "speaker_table": corpus.speaker_table,
-            "vocab": corpus.vocab, "split": corpus.split}  # fmt: skip
+    meta = {
+        "texts": corpus.texts,
+        "speaker_table": corpus.speaker_table,
+        "vocab": corpus.vocab,
+        "split": corpus.split,
+    }
     (folder / "corpus.json").write_text(json.dumps(meta))
 
 
@@ -215,9 +288,19 @@ def read_corpus(folder: Path) -> Corpus:
         ragged = {n: _unragged(data[n], data[f"{n}_offsets"]) for n in RAGGED}
         wavs = {int(k[4:]): data[k] for k in data.files if k.startswith("wav_")}
         speakers = data["speakers"]
-    return Corpus(meta["texts"], speakers, meta["speaker_table"], meta["vocab"],
-                  ragged["phonemes"], ragged["durations"], ragged["mels"], ragged["f0"],
-                  ragged["energy"], meta["split"], wavs)  # fmt: skip
+    return Corpus(
+        meta["texts"],
+        speakers,
+        meta["speaker_table"],
+        meta["vocab"],
+        ragged["phonemes"],
+        ragged["durations"],
+        ragged["mels"],
+        ragged["f0"],
+        ragged["energy"],
+        meta["split"],
+        wavs,
+    )
 
 
 def load_or_build(cfg: dict[str, Any], cache_root: Path) -> tuple[Corpus, Path]:

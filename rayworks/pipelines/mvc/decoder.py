@@ -92,8 +92,12 @@ class StyleEncoder(nn.Module):
 
     def __init__(self, width: int, style_dim: int) -> None:
         super().__init__()
-        self.convs = nn.Sequential(nn.Conv1d(N_MELS, width, 5, padding=2), nn.LeakyReLU(0.2),
-                                   nn.Conv1d(width, width, 5, padding=2), nn.LeakyReLU(0.2))  # fmt: skip
+        self.convs = nn.Sequential(
+            nn.Conv1d(N_MELS, width, 5, padding=2),
+            nn.LeakyReLU(0.2),
+            nn.Conv1d(width, width, 5, padding=2),
+            nn.LeakyReLU(0.2),
+        )
         self.out = nn.Linear(width, style_dim)
 
     def forward(self, mel: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -133,9 +137,15 @@ class Decoder(nn.Module):
         self.style_encoder = StyleEncoder(width, style_dim)
 
     def forward(
-        self, ids: torch.Tensor, durations: torch.Tensor, lf0: torch.Tensor,
-        voiced: torch.Tensor, energy: torch.Tensor, style: torch.Tensor, frame_mask: torch.Tensor,
-    ) -> torch.Tensor:  # fmt: skip
+        self,
+        ids: torch.Tensor,
+        durations: torch.Tensor,
+        lf0: torch.Tensor,
+        voiced: torch.Tensor,
+        energy: torch.Tensor,
+        style: torch.Tensor,
+        frame_mask: torch.Tensor,
+    ) -> torch.Tensor:
         """lf0 / voiced / energy: (B, T) (voiced may be a probability); T = frame_mask's."""
         frames = alignment(durations, frame_mask.shape[1]) @ self.embed(ids)
         prosody = torch.stack([lf0 * voiced, voiced, energy / 5.0], -1)
@@ -148,13 +158,12 @@ class Decoder(nn.Module):
         """The decoder on ground-truth durations, F0, voicing and energy."""
         style = self.style_encoder(batch.ref_mel, batch.ref_lengths)
         mask = length_mask(batch.frame_lengths, batch.mel.shape[1])
-        return self.forward(batch.ids, batch.durations, batch.lf0, batch.voiced,
-                            batch.energy, style, mask)  # fmt: skip
+        return self.forward(
+            batch.ids, batch.durations, batch.lf0, batch.voiced, batch.energy, style, mask
+        )
 
 
-def pretrain_decoder(
-    corpus: Corpus, cfg: dict[str, Any], seed: int
-) -> tuple[Decoder, list[float]]:  # fmt: skip
+def pretrain_decoder(corpus: Corpus, cfg: dict[str, Any], seed: int) -> tuple[Decoder, list[float]]:
     """L1 mel loss on ground-truth features over the train split; returns the frozen model
     and its loss curve."""
     torch.manual_seed(seed)

@@ -40,16 +40,23 @@ def synthesize(stack: ConditioningStack, decoder: Decoder, batch: Batch, teacher
 def test_batches(corpus: Corpus, seed: int) -> list[tuple[list[int], Batch]]:
     """Test utterances in fixed batches, each with a train-split reference of its speaker."""
     test = corpus.index("test")
-    refs = references(corpus, test, speaker_pools(corpus, corpus.index("train")),
-                      np.random.default_rng(seed + 7))  # fmt: skip
+    refs = references(
+        corpus, test, speaker_pools(corpus, corpus.index("train")), np.random.default_rng(seed + 7)
+    )
     chunks = [test[k : k + EVAL_BATCH] for k in range(0, len(test), EVAL_BATCH)]
     return [(items, collate(corpus, items, refs)) for items in chunks]
 
 
 def evaluate_stack(
-    stack: ConditioningStack, decoder: Decoder, recognizer: Recognizer, corpus: Corpus,
-    seed: int, samples_dir: Path | None, label: str, gl_iters: int,
-) -> dict[str, float]:  # fmt: skip
+    stack: ConditioningStack,
+    decoder: Decoder,
+    recognizer: Recognizer,
+    corpus: Corpus,
+    seed: int,
+    samples_dir: Path | None,
+    label: str,
+    gl_iters: int,
+) -> dict[str, float]:
     stack.eval()
     mcd_tf, mcd_fr, dur_err, f0_sq, f0_n, fr_mels, refs = [], [], [], 0.0, 0, [], []
     with torch.no_grad():
@@ -66,8 +73,9 @@ def evaluate_stack(
                 mcd_fr.append(metrics.mcd_dtw(fr["mel"][k, :n_fr].numpy(), corpus.mels[i]))
                 sq, cnt = metrics.log_f0_rmse(tf["lf0"][k, :n].numpy() + LF0_CENTER, corpus.f0[i])
                 f0_sq, f0_n = f0_sq + sq, f0_n + cnt
-                dur_err.append(metrics.log_duration_mae(fr["durations"][k, :tx].numpy(),
-                                                        corpus.durations[i]))  # fmt: skip
+                dur_err.append(
+                    metrics.log_duration_mae(fr["durations"][k, :tx].numpy(), corpus.durations[i])
+                )
                 fr_mels.append(fr["mel"][k, :n_fr].numpy())
                 refs.append(targets(corpus, i))
     if samples_dir is not None:
@@ -75,16 +83,23 @@ def evaluate_stack(
             if i not in corpus.wavs:
                 break
             write_wav(samples_dir / f"{label}_utt{i}.wav", griffin_lim(mel, gl_iters))
-    return {"mcd": float(np.mean(mcd_tf)), "mcd_dtw": float(np.mean(mcd_fr)),
-            "log_f0_rmse": float(np.sqrt(f0_sq / max(f0_n, 1))),
-            "log_dur_mae": float(np.mean(dur_err)),
-            "per": phoneme_error_rate(recognizer, fr_mels, refs)}  # fmt: skip
+    return {
+        "mcd": float(np.mean(mcd_tf)),
+        "mcd_dtw": float(np.mean(mcd_fr)),
+        "log_f0_rmse": float(np.sqrt(f0_sq / max(f0_n, 1))),
+        "log_dur_mae": float(np.mean(dur_err)),
+        "per": phoneme_error_rate(recognizer, fr_mels, refs),
+    }
 
 
 def reference_metrics(
-    decoder: Decoder, recognizer: Recognizer, corpus: Corpus, seed: int,
-    samples_dir: Path | None, gl_iters: int,
-) -> dict[str, float]:  # fmt: skip
+    decoder: Decoder,
+    recognizer: Recognizer,
+    corpus: Corpus,
+    seed: int,
+    samples_dir: Path | None,
+    gl_iters: int,
+) -> dict[str, float]:
     """Floors: the decoder on ground-truth features (teacher-forced MCD floor) and the
     recognizer's PER on ground-truth mels; GT and resynthesized samples."""
     mcds, resyn = [], []
@@ -102,6 +117,7 @@ def reference_metrics(
                 break
             write_wav(samples_dir / f"ground_truth_utt{i}.wav", corpus.wavs[i])
             write_wav(samples_dir / f"decoder_resynth_utt{i}.wav", griffin_lim(mel, gl_iters))
-    per_gt = phoneme_error_rate(recognizer, [corpus.mels[i] for i in test],
-                                [targets(corpus, i) for i in test])  # fmt: skip
+    per_gt = phoneme_error_rate(
+        recognizer, [corpus.mels[i] for i in test], [targets(corpus, i) for i in test]
+    )
     return {"mcd_decoder_floor": float(np.mean(mcds)), "per_ground_truth": per_gt}

@@ -44,9 +44,16 @@ def _step_scan(a: torch.Tensor, b: torch.Tensor, h: torch.Tensor) -> torch.Tenso
 
 
 def selective_scan(
-    u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-    D: torch.Tensor, h0: torch.Tensor | None = None, chunk: int = 64, parallel: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    chunk: int = 64,
+    parallel: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """u, delta: (B, T, E); A: (E, N); B, C: (B, T, N); D: (E,); h0: (B, E, N) or None.
     Returns y (B, T, E) and the last state h_T (B, E, N)."""
     batch, length, width = u.shape
@@ -68,9 +75,14 @@ def selective_scan(
 
 
 def selective_scan_loop(
-    u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-    D: torch.Tensor, h0: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The naive recurrent loop (reference for tests): one time step at a time."""
     h = u.new_zeros(u.shape[0], u.shape[2], A.shape[1]) if h0 is None else h0
     ys = []
@@ -86,9 +98,14 @@ class Mamba(nn.Module):
     `forward(x, state)` returns the carried state, so chunked calls equal one full call."""
 
     def __init__(
-        self, d_model: int, d_state: int = 16, d_conv: int = 4, expand: int = 2,
-        chunk: int = 64, parallel: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        d_model: int,
+        d_state: int = 16,
+        d_conv: int = 4,
+        expand: int = 2,
+        chunk: int = 64,
+        parallel: bool = False,
+    ) -> None:
         super().__init__()
         inner = expand * d_model
         self.d_conv, self.chunk, self.parallel = d_conv, chunk, parallel
@@ -113,9 +130,17 @@ class Mamba(nn.Module):
         xi = F.silu(self.conv(xc)).transpose(1, 2)  # (B, T, E), causal
         dt, B, C = self.x_proj(xi).split([self.dt_rank, *(2 * [self.A_log.shape[1]])], -1)
         delta = F.softplus(self.dt_proj(dt))
-        y, h = selective_scan(xi, delta, -torch.exp(self.A_log), B, C, self.D,
-                              None if state is None else state[1], self.chunk,
-                              self.parallel)  # fmt: skip
+        y, h = selective_scan(
+            xi,
+            delta,
+            -torch.exp(self.A_log),
+            B,
+            C,
+            self.D,
+            None if state is None else state[1],
+            self.chunk,
+            self.parallel,
+        )
         return self.out_proj(y * F.silu(z)), (xc[..., -(self.d_conv - 1) :], h)
 
 

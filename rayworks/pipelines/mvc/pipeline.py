@@ -42,8 +42,14 @@ def run_piece(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 def label_of(cfg: MVCConfig) -> str:
     if cfg.arm == "attn":
         return "attn"
-    tags = [t for t, on in (("nogate", cfg.stack.fusion == "concat"),
-                            ("noadaln", cfg.stack.style == "concat")) if on]  # fmt: skip
+    tags = [
+        t
+        for t, on in (
+            ("nogate", cfg.stack.fusion == "concat"),
+            ("noadaln", cfg.stack.style == "concat"),
+        )
+        if on
+    ]
     return "_".join(["mvc", *tags])
 
 
@@ -63,29 +69,57 @@ def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
     label = label_of(cfg)
     ctx.progress(cfg.train.steps, f"mvc {label} (+{len(cfg.compare)} compared arms)")
     folder, _ = corpus_folder(dump["corpus"], ctx.cache_root)
-    built = fan_out(run_piece, [{"kind": "build", "kwargs": {"what": w, "corpus_folder": str(folder),
-                                                             "cfg": dump[w]}}
-                                for w in ("decoder", "recognizer")], threads=1)  # fmt: skip
+    built = fan_out(
+        run_piece,
+        [
+            {"kind": "build", "kwargs": {"what": w, "corpus_folder": str(folder), "cfg": dump[w]}}
+            for w in ("decoder", "recognizer")
+        ],
+        threads=1,
+    )
     arms = [(label, cfg.arm)] + [(a, a) for a in cfg.compare]
-    calls = [{"kind": "arm", "kwargs": {"label": lab, "arm": arm, "cfg": dump,
-                                        "corpus_folder": str(folder), "ctx": ctx,
-                                        "seed": cfg.seed}} for lab, arm in arms]  # fmt: skip
+    calls = [
+        {
+            "kind": "arm",
+            "kwargs": {
+                "label": lab,
+                "arm": arm,
+                "cfg": dump,
+                "corpus_folder": str(folder),
+                "ctx": ctx,
+                "seed": cfg.seed,
+            },
+        }
+        for lab, arm in arms
+    ]
     if cfg.scaling is not None:
-        calls += [{"kind": "scaling", "kwargs": {"kind": k, "stack": dump["stack"],
-                                                 "scaling": dump["scaling"]}} for k in SCALED]  # fmt: skip
+        calls += [
+            {
+                "kind": "scaling",
+                "kwargs": {"kind": k, "stack": dump["stack"], "scaling": dump["scaling"]},
+            }
+            for k in SCALED
+        ]
     done = fan_out(run_piece, calls, threads=1)
     results = [r for r in done if r["kind"] == "arm"]
     scaling = [r for r in done if r["kind"] == "scaling"]
 
     corpus = read_corpus(folder)
     vocab = len(corpus.vocab)
-    decoder, recognizer = (load_decoder(folder, dump["decoder"], vocab),
-                           load_recognizer(folder, dump["recognizer"], vocab))  # fmt: skip
-    floors = reference_metrics(decoder, recognizer, corpus, cfg.seed,
-                               ctx.artifacts_dir / "samples", cfg.griffin_lim_iters)  # fmt: skip
-    extra = {"stream_max_abs_diff": streaming_gap(vocab, dump["stack"], cfg.seed),
-             "decoder_final_l1": built[0]["final_loss"], "recognizer_final_ctc": built[1]["final_loss"],
-             "n_utterances": len(corpus.texts), "vocab_size": vocab}  # fmt: skip
+    decoder, recognizer = (
+        load_decoder(folder, dump["decoder"], vocab),
+        load_recognizer(folder, dump["recognizer"], vocab),
+    )
+    floors = reference_metrics(
+        decoder, recognizer, corpus, cfg.seed, ctx.artifacts_dir / "samples", cfg.griffin_lim_iters
+    )
+    extra = {
+        "stream_max_abs_diff": streaming_gap(vocab, dump["stack"], cfg.seed),
+        "decoder_final_l1": built[0]["final_loss"],
+        "recognizer_final_ctc": built[1]["final_loss"],
+        "n_utterances": len(corpus.texts),
+        "vocab_size": vocab,
+    }
     slope = slopes(scaling, cfg.scaling.fit_from) if cfg.scaling is not None else {}
     by_label = {r["label"]: r for r in results}
     summary: dict[str, float] = {**floors, **extra, **slope}
@@ -93,8 +127,15 @@ def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
         prefix = "" if r["label"] == label else f"{r['label']}_"
         for key in (*QUALITY, "params", "train_seconds"):
             summary[prefix + key] = r[key]
-    summary.update(pass_rule(by_label[label], by_label.get("attn") if cfg.arm != "attn" else None,
-                             slope, cfg.parity_tolerance, cfg.slope_band))  # fmt: skip
+    summary.update(
+        pass_rule(
+            by_label[label],
+            by_label.get("attn") if cfg.arm != "attn" else None,
+            slope,
+            cfg.parity_tolerance,
+            cfg.slope_band,
+        )
+    )
     write_table(ctx, results, floors, scaling, slope, extra)
     write_plots(ctx, results, scaling)
     ctx.log(cfg.train.steps, **{k: v for k, v in summary.items() if k in QUALITY})
@@ -107,10 +148,12 @@ def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
     kind="task",
     baseline="mvc_attn",
     headline=("mcd", "min"),
-    ablations={"nogate": ("stack.fusion=concat", "compare=[]", "scaling=null"),
-               "noadaln": ("stack.style=concat", "compare=[]", "scaling=null")},
+    ablations={
+        "nogate": ("stack.fusion=concat", "compare=[]", "scaling=null"),
+        "noadaln": ("stack.style=concat", "compare=[]", "scaling=null"),
+    },
     report=REPORT,
-)  # fmt: skip
+)
 def run(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
     """MVC: gated Bi-Mamba + temporal Bi-Mamba + expressive Mamba with AdaLN (espeak-ng TTS)."""
     return run_mvc(cfg, ctx)

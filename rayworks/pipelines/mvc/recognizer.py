@@ -60,9 +60,13 @@ def train_recognizer(corpus: Corpus, cfg: dict[str, Any], seed: int) -> tuple[Re
         mel = _pad([corpus.mels[i] for i in items], torch.float32)
         tgt = [targets(corpus, i) for i in items]
         logp = model(mel).transpose(0, 1)
-        loss = F.ctc_loss(logp, torch.as_tensor(np.concatenate(tgt)),
-                          torch.tensor([len(corpus.mels[i]) for i in items]),
-                          torch.tensor([len(t) for t in tgt]), zero_infinity=True)  # fmt: skip
+        loss = F.ctc_loss(
+            logp,
+            torch.as_tensor(np.concatenate(tgt)),
+            torch.tensor([len(corpus.mels[i]) for i in items]),
+            torch.tensor([len(t) for t in tgt]),
+            zero_infinity=True,
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -78,9 +82,7 @@ def greedy_decode(logp: torch.Tensor, length: int) -> np.ndarray:
     return merged[merged != 0]
 
 
-def phoneme_error_rate(
-    model: Recognizer, mels: list[np.ndarray], refs: list[np.ndarray]
-) -> float:  # fmt: skip
+def phoneme_error_rate(model: Recognizer, mels: list[np.ndarray], refs: list[np.ndarray]) -> float:
     """Σ edit distance / Σ reference length over utterances."""
     errors = total = 0
     with torch.no_grad():

@@ -24,9 +24,12 @@ def slopes(scaling: list[dict[str, Any]], fit_from: int) -> dict[str, float]:
 
 
 def pass_rule(
-    method: dict[str, Any], base: dict[str, Any] | None, slope: dict[str, float],
-    tolerance: float, band: tuple[float, float],
-) -> dict[str, float]:  # fmt: skip
+    method: dict[str, Any],
+    base: dict[str, Any] | None,
+    slope: dict[str, float],
+    tolerance: float,
+    band: tuple[float, float],
+) -> dict[str, float]:
     """Pass rule (reconstructed): (b) within ±tolerance of (a) on MCD and log-F0 RMSE; (b)'s
     encoder time and peak memory grow linearly (log-log slope in `band`) while (a)'s memory
     grows faster (slope above the band). Only in runs that trained (a) and ran the scaling
@@ -45,29 +48,50 @@ def pass_rule(
 
 
 def write_table(
-    ctx: RunContext, arms: list[dict[str, Any]], floors: dict[str, float],
-    scaling: list[dict[str, Any]], slope: dict[str, float], extra: dict[str, float],
-) -> None:  # fmt: skip
+    ctx: RunContext,
+    arms: list[dict[str, Any]],
+    floors: dict[str, float],
+    scaling: list[dict[str, Any]],
+    slope: dict[str, float],
+    extra: dict[str, float],
+) -> None:
     """table.jsonl: one row per arm and per scaling point; table.md: the same, readable."""
     rows = [{k: v for k, v in a.items() if k != "curve"} for a in arms]
     points = [r for piece in scaling for r in piece["rows"]]
     ctx.write_jsonl("table.jsonl", rows + points + [{"kind": "floors", **floors, **extra}])
-    lines = ["Test split, fixed decoder. MCD = teacher-forced durations (dB, 13 cepstra); "
-             "MCD-DTW, duration error and PER use the stack's own durations.", "",
-             "| arm | params | MCD | MCD-DTW | log-F0 RMSE | log-dur MAE | PER | train s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "Test split, fixed decoder. MCD = teacher-forced durations (dB, 13 cepstra); "
+        "MCD-DTW, duration error and PER use the stack's own durations.",
+        "",
+        "| arm | params | MCD | MCD-DTW | log-F0 RMSE | log-dur MAE | PER | train s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for a in arms:
-        lines.append(f"| {a['label']} | {a['params']} | {cell(a['mcd'])} | {cell(a['mcd_dtw'])} "
-                     f"| {cell(a['log_f0_rmse'])} | {cell(a['log_dur_mae'])} | {cell(a['per'])} "
-                     f"| {a['train_seconds']:.0f} |")  # fmt: skip
-    lines += ["", f"Floors: decoder on ground-truth features MCD {cell(floors['mcd_decoder_floor'])}; "
-              f"recognizer PER on ground-truth mels {cell(floors['per_ground_truth'])}."]  # fmt: skip
+        lines.append(
+            f"| {a['label']} | {a['params']} | {cell(a['mcd'])} | {cell(a['mcd_dtw'])} "
+            f"| {cell(a['log_f0_rmse'])} | {cell(a['log_dur_mae'])} | {cell(a['per'])} "
+            f"| {a['train_seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Floors: decoder on ground-truth features MCD {cell(floors['mcd_decoder_floor'])}; "
+        f"recognizer PER on ground-truth mels {cell(floors['per_ground_truth'])}.",
+    ]
     if points:
-        lines += ["", "Encoder scaling (1 layer, batch 1, no_grad):", "",
-                  "| encoder | T | seconds | frames/s | peak MB |", "|---|---:|---:|---:|---:|",
-                  *(f"| {r['encoder']} | {r['T']} | {r['seconds']:.4g} | {r['frames_per_s']:.0f} "
-                    f"| {r['peak_mb']:.4g} |" for r in points),
-                  "", "Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items())]  # fmt: skip
+        lines += [
+            "",
+            "Encoder scaling (1 layer, batch 1, no_grad):",
+            "",
+            "| encoder | T | seconds | frames/s | peak MB |",
+            "|---|---:|---:|---:|---:|",
+            *(
+                f"| {r['encoder']} | {r['T']} | {r['seconds']:.4g} | {r['frames_per_s']:.0f} "
+                f"| {r['peak_mb']:.4g} |"
+                for r in points
+            ),
+            "",
+            "Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items()),
+        ]
     if extra:
         lines += ["", ", ".join(f"{k} = {cell(v)}" for k, v in extra.items())]
     (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")

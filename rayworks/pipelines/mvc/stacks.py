@@ -43,8 +43,13 @@ MAX_DURATION = 50  # frames per phoneme at inference (paper config: max_dur 50)
 
 
 def _mamba_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
-    return {"d_state": cfg["d_state"], "d_conv": cfg["d_conv"], "expand": cfg["expand"],
-            "chunk": cfg["scan_chunk"], "parallel": cfg["scan_parallel"]}  # fmt: skip
+    return {
+        "d_state": cfg["d_state"],
+        "d_conv": cfg["d_conv"],
+        "expand": cfg["expand"],
+        "chunk": cfg["scan_chunk"],
+        "parallel": cfg["scan_parallel"],
+    }
 
 
 class Mixer(nn.Module):
@@ -123,9 +128,12 @@ class ConditioningStack(nn.Module):
         self.prosody = Predictor(arm, cfg, style_dim, heads=3, gated=gated)
 
     def forward(
-        self, ids: torch.Tensor, lengths: torch.Tensor, style: torch.Tensor,
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        style: torch.Tensor,
         durations: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:  # fmt: skip
+    ) -> dict[str, torch.Tensor]:
         """`durations` = the teacher's (training / teacher-forced evaluation) or None (the
         stack's own rounded predictions). Returns log_dur (B, Tx), durations used (B, Tx),
         frame_lengths (B,), lf0 / voiced_logit / energy (B, T)."""
@@ -138,8 +146,14 @@ class ConditioningStack(nn.Module):
         frame_lengths = durations.sum(1)
         h_a = alignment(durations) @ h_b  # (B, T, d): h_A = alpha · h_B
         out, _ = self.prosody(h_a, frame_lengths, style)
-        return {"log_dur": log_dur, "durations": durations, "frame_lengths": frame_lengths,
-                "lf0": out[..., 0], "voiced_logit": out[..., 1], "energy": 5.0 * out[..., 2]}  # fmt: skip
+        return {
+            "log_dur": log_dur,
+            "durations": durations,
+            "frame_lengths": frame_lengths,
+            "lf0": out[..., 0],
+            "voiced_logit": out[..., 1],
+            "energy": 5.0 * out[..., 2],
+        }
 
 
 class CausalTextEncoder(nn.Module):
@@ -151,8 +165,9 @@ class CausalTextEncoder(nn.Module):
         super().__init__()
         d = cfg["width"]
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
-        self.convs = nn.ModuleList(nn.Conv1d(d, d, 5, groups=max(1, d // 4))
-                                   for _ in range(cfg["conv_layers"]))  # fmt: skip
+        self.convs = nn.ModuleList(
+            nn.Conv1d(d, d, 5, groups=max(1, d // 4)) for _ in range(cfg["conv_layers"])
+        )
         self.conv_norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(cfg["conv_layers"]))
         self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(cfg["text_layers"]))
         self.mambas = nn.ModuleList(
@@ -162,7 +177,7 @@ class CausalTextEncoder(nn.Module):
 
     def forward(
         self, ids: torch.Tensor, state: list[Any] | None = None
-    ) -> tuple[torch.Tensor, list[Any]]:  # fmt: skip
+    ) -> tuple[torch.Tensor, list[Any]]:
         """ids (B, T) → (B, T, d) and the state to pass with the next chunk."""
         h = self.embed(ids)
         state = state or [None] * (len(self.convs) + len(self.mambas))

@@ -31,7 +31,7 @@ from rayworks.platform.context import RunContext
 
 def stack_losses(
     stack: ConditioningStack, decoder: Decoder, batch: Batch, lam: dict[str, Any]
-) -> dict[str, torch.Tensor]:  # fmt: skip
+) -> dict[str, torch.Tensor]:
     """Every loss term of one teacher-forced batch, and their weighted sum ("loss")."""
     with torch.no_grad():
         style = decoder.style_encoder(batch.ref_mel, batch.ref_lengths)
@@ -40,23 +40,37 @@ def stack_losses(
     frames = length_mask(batch.frame_lengths, batch.mel.shape[1])
     voiced = frames & (batch.voiced > 0)
     log_d = torch.log(batch.durations.clamp_min(1).float())
-    mel = decoder(batch.ids, batch.durations, out["lf0"], torch.sigmoid(out["voiced_logit"]),
-                  out["energy"], style, frames)  # fmt: skip
+    mel = decoder(
+        batch.ids,
+        batch.durations,
+        out["lf0"],
+        torch.sigmoid(out["voiced_logit"]),
+        out["energy"],
+        style,
+        frames,
+    )
     parts = {
         "mel": masked_l1(mel, batch.mel, frames),
         "dur": ((out["log_dur"] - log_d) ** 2 * text_mask).sum() / text_mask.sum(),
         "f0": masked_l1(out["lf0"], batch.lf0, voiced),
         "energy": masked_l1(out["energy"], batch.energy, frames),
-        "voiced": (F.binary_cross_entropy_with_logits(out["voiced_logit"], batch.voiced,
-                                                      reduction="none") * frames).sum()
+        "voiced": (
+            F.binary_cross_entropy_with_logits(out["voiced_logit"], batch.voiced, reduction="none")
+            * frames
+        ).sum()
         / frames.sum(),
-    }  # fmt: skip
+    }
     parts["loss"] = sum(lam[f"lambda_{k}"] * v for k, v in parts.items())
     return parts
 
 
-def _save(root: Path, step: int, stack: ConditioningStack, opt: torch.optim.Optimizer,
-          curve: list[list[float]]) -> None:  # fmt: skip
+def _save(
+    root: Path,
+    step: int,
+    stack: ConditioningStack,
+    opt: torch.optim.Optimizer,
+    curve: list[list[float]],
+) -> None:
     with ckpt.writing(ckpt.step_dir(root, step)) as tmp:
         ckpt.save_tree(tmp, "stack", dict(stack.state_dict()))
         ckpt.save_tree(tmp, "optimizer", opt.state_dict())
@@ -75,9 +89,14 @@ def _restore(root: Path, stack: ConditioningStack, opt: torch.optim.Optimizer):
 
 
 def train_stack(
-    stack: ConditioningStack, decoder: Decoder, corpus: Corpus, train_cfg: dict[str, Any],
-    seed: int, root: Path, on_log=None,
-) -> list[list[float]]:  # fmt: skip
+    stack: ConditioningStack,
+    decoder: Decoder,
+    corpus: Corpus,
+    train_cfg: dict[str, Any],
+    seed: int,
+    root: Path,
+    on_log=None,
+) -> list[list[float]]:
     """Adam with a cosine learning rate over `steps`; resumes from `root` if a checkpoint is
     there. Returns the loss curve [[step, loss, val-free mel L1], ...]."""
     opt = torch.optim.Adam(stack.parameters(), lr=train_cfg["lr"])
@@ -110,7 +129,7 @@ def train_stack(
 
 def arm_piece(
     label: str, arm: str, cfg: dict[str, Any], corpus_folder: str, ctx: RunContext, seed: int
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Fan-out piece: train arm `arm` (labelled `label`), evaluate it, write its samples."""
     folder = Path(corpus_folder)
     corpus = read_corpus(folder)
@@ -124,13 +143,22 @@ def arm_piece(
         ctx.log(step, arm=label, **parts)
 
     start = time.perf_counter()
-    curve = train_stack(stack, decoder, corpus, cfg["train"], seed,
-                        ctx.checkpoints_dir / label, log)  # fmt: skip
+    curve = train_stack(
+        stack, decoder, corpus, cfg["train"], seed, ctx.checkpoints_dir / label, log
+    )
     seconds = time.perf_counter() - start
     samples = ctx.artifacts_dir / "samples"
     samples.mkdir(exist_ok=True)
-    result = evaluate_stack(stack, decoder, recognizer, corpus, seed, samples, label,
-                            cfg["griffin_lim_iters"])  # fmt: skip
+    result = evaluate_stack(
+        stack, decoder, recognizer, corpus, seed, samples, label, cfg["griffin_lim_iters"]
+    )
     params = sum(p.numel() for p in stack.parameters())
-    return {"kind": "arm", "label": label, "arm": arm, "params": params,
-            "train_seconds": seconds, "curve": curve, **result}  # fmt: skip
+    return {
+        "kind": "arm",
+        "label": label,
+        "arm": arm,
+        "params": params,
+        "train_seconds": seconds,
+        "curve": curve,
+        **result,
+    }

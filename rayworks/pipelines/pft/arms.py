@@ -58,12 +58,16 @@ def source_model(cfg: dict[str, Any], replicate: int, cache_root: Path) -> tuple
     def fit() -> tuple[SourceModel, dict[str, Any]]:
         frames, _ = source_frames(cfg["data"])
         start = time.perf_counter()
-        model, losses = train_source(frames.x, frames.y, cfg["source"], k,
-                                     replicate_seed(cfg["seed"], replicate))  # fmt: skip
+        model, losses = train_source(
+            frames.x, frames.y, cfg["source"], k, replicate_seed(cfg["seed"], replicate)
+        )
         with torch.no_grad():
             acc = float((model(torch.from_numpy(frames.x)).argmax(1).numpy() == frames.y).mean())
-        return model, {"source_train_loss": losses[-1], "source_train_accuracy": acc,
-                       "source_seconds": time.perf_counter() - start}  # fmt: skip
+        return model, {
+            "source_train_loss": losses[-1],
+            "source_train_accuracy": acc,
+            "source_seconds": time.perf_counter() - start,
+        }
 
     return cached_source(cache_root, _source_key(cfg, replicate), fit, cfg["source"], k)
 
@@ -79,14 +83,26 @@ def pretrained_translator(
     def build() -> None:
         frames, subject = source_frames(cfg["data"])
         start = time.perf_counter()
-        T, history = pretrain_translator(model, frames.x, frames.y, subject, cfg["pft"],
-                                         cfg["source"]["batch_size"],
-                                         replicate_seed(cfg["seed"], replicate))  # fmt: skip
+        T, history = pretrain_translator(
+            model,
+            frames.x,
+            frames.y,
+            subject,
+            cfg["pft"],
+            cfg["source"]["batch_size"],
+            replicate_seed(cfg["seed"], replicate),
+        )
         folder.mkdir(parents=True, exist_ok=True)
         save_file(translator_state(T), str(weights))
         last = history[-1] if history else {}
-        meta.write_text(json.dumps({**{f"pretrain_{k}": v for k, v in last.items()},
-                                    "pretrain_seconds": time.perf_counter() - start}))  # fmt: skip
+        meta.write_text(
+            json.dumps(
+                {
+                    **{f"pretrain_{k}": v for k, v in last.items()},
+                    "pretrain_seconds": time.perf_counter() - start,
+                }
+            )
+        )
 
     locked_build(folder, meta, build)
     return load_translator(model, load_file(str(weights)), cfg["pft"]), json.loads(meta.read_text())
@@ -105,8 +121,15 @@ def _n_trainable(params: Any) -> int:
     return int(sum(p.numel() for p in params))
 
 
-def _adapt(arm: str, model: SourceModel, target: Any, cfg: dict[str, Any], replicate: int,
-           root: Path, seed: int) -> tuple[Any, int]:  # fmt: skip
+def _adapt(
+    arm: str,
+    model: SourceModel,
+    target: Any,
+    cfg: dict[str, Any],
+    replicate: int,
+    root: Path,
+    seed: int,
+) -> tuple[Any, int]:
     """Adapt one arm; returns (predict function x -> logits, adapted parameter count)."""
     x, adapt = target.adapt.x, cfg["adapt"]
     if arm == "source":
@@ -150,9 +173,16 @@ def target_piece(cfg: dict[str, Any], replicate: int, t: int, cache_root: str) -
         with torch.no_grad():
             pred = predict(torch.from_numpy(target.test.x)).argmax(1).numpy()
             adapt_pred = predict(torch.from_numpy(target.adapt.x)).argmax(1).numpy()
-        rows.append({"arm": arm, "subject": t, "replicate": replicate,
-                     **scores(target.test.y, pred, k),
-                     "adapt_predicted_neutral": float(np.mean(adapt_pred == 0)),
-                     "adapt_seconds": seconds, "adapted_params": n_params,
-                     "resting_bias": target.style.bias})  # fmt: skip
+        rows.append(
+            {
+                "arm": arm,
+                "subject": t,
+                "replicate": replicate,
+                **scores(target.test.y, pred, k),
+                "adapt_predicted_neutral": float(np.mean(adapt_pred == 0)),
+                "adapt_seconds": seconds,
+                "adapted_params": n_params,
+                "resting_bias": target.style.bias,
+            }
+        )
     return {"replicate": replicate, "subject": t, "rows": rows, "prepare": info}

@@ -60,8 +60,15 @@ def reestimate_bn(model: nn.Module, x: torch.Tensor) -> nn.Module:
     return model.eval()
 
 
-def _fit(model: nn.Module, params: list[torch.Tensor], loss_fn: Any, n: int,
-         adapt: dict[str, Any], lr: float, seed: int) -> None:  # fmt: skip
+def _fit(
+    model: nn.Module,
+    params: list[torch.Tensor],
+    loss_fn: Any,
+    n: int,
+    adapt: dict[str, Any],
+    lr: float,
+    seed: int,
+) -> None:
     """Adam on `params` for adapt.epochs over n frames; loss_fn(idx, epoch) -> loss."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(params, lr=lr)
@@ -91,8 +98,15 @@ def tent(model: SourceModel, x: np.ndarray, adapt: dict[str, Any], seed: int) ->
     model = copy.deepcopy(model).train()
     xt = torch.from_numpy(x)
     affine = [p for m in model.modules() if isinstance(m, BN) for p in (m.weight, m.bias)]
-    _fit(model, _only(model, affine), lambda idx, _: entropy(model(xt[idx])).mean(), len(xt),
-         adapt, adapt["lr"], seed)  # fmt: skip
+    _fit(
+        model,
+        _only(model, affine),
+        lambda idx, _: entropy(model(xt[idx])).mean(),
+        len(xt),
+        adapt,
+        adapt["lr"],
+        seed,
+    )
     return reestimate_bn(model, xt)
 
 
@@ -135,16 +149,31 @@ def neutral_ce(model: SourceModel, x: np.ndarray, adapt: dict[str, Any], seed: i
     xt = torch.from_numpy(x)
     neutral = torch.zeros(len(xt), dtype=torch.long)
     params = _only(model, list(model.C.parameters()))
-    _fit(model, params, lambda idx, _: fn.cross_entropy(model(xt[idx]), neutral[idx]), len(xt),
-         adapt, adapt["lr"], seed)  # fmt: skip
+    _fit(
+        model,
+        params,
+        lambda idx, _: fn.cross_entropy(model(xt[idx]), neutral[idx]),
+        len(xt),
+        adapt,
+        adapt["lr"],
+        seed,
+    )
     return model
 
 
-def oracle(model: SourceModel, x: np.ndarray, y: np.ndarray, adapt: dict[str, Any],
-           seed: int) -> SourceModel:  # fmt: skip
+def oracle(
+    model: SourceModel, x: np.ndarray, y: np.ndarray, adapt: dict[str, Any], seed: int
+) -> SourceModel:
     model = copy.deepcopy(model).train()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     params = _only(model, list(model.parameters()))
-    _fit(model, params, lambda idx, _: fn.cross_entropy(model(xt[idx]), yt[idx]), len(xt),
-         adapt, adapt["oracle_lr"], seed)  # fmt: skip
+    _fit(
+        model,
+        params,
+        lambda idx, _: fn.cross_entropy(model(xt[idx]), yt[idx]),
+        len(xt),
+        adapt,
+        adapt["oracle_lr"],
+        seed,
+    )
     return reestimate_bn(model, xt)

@@ -126,15 +126,19 @@ class PFTConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "data": {"n_source_subjects": 6, "n_target_subjects": 4,
-                     "source_frames_per_class": 20, "adapt_frames": 16,
-                     "test_frames_per_class": 12},
+            "data": {
+                "n_source_subjects": 6,
+                "n_target_subjects": 4,
+                "source_frames_per_class": 20,
+                "adapt_frames": 16,
+                "test_frames_per_class": 12,
+            },
             "source": {"epochs": 10},
             "pft": {"pretrain_epochs": 1},
             "adapt": {"epochs": 2, "oracle_frames_per_class": 12},
             "replicates": 1,
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("pft", description="arm this run reports (headline)")
     compare: list[Arm] = Field(

@@ -81,8 +81,12 @@ def expr_loss(logits: torch.Tensor, ref_logits: torch.Tensor, kind: str) -> torc
     if kind == "ce":
         return fn.cross_entropy(logits, ref.argmax(1))
     if kind == "kl":
-        return fn.kl_div(fn.log_softmax(logits, 1), fn.log_softmax(ref, 1), log_target=True,
-                         reduction="batchmean")  # fmt: skip
+        return fn.kl_div(
+            fn.log_softmax(logits, 1),
+            fn.log_softmax(ref, 1),
+            log_target=True,
+            reduction="batchmean",
+        )
     return fn.mse_loss(logits.softmax(1), ref.softmax(1))
 
 
@@ -105,9 +109,14 @@ def _frozen(model: SourceModel) -> SourceModel:
 
 
 def pretrain_translator(
-    model: SourceModel, x: np.ndarray, y: np.ndarray, subject: np.ndarray,
-    cfg: dict[str, Any], batch_size: int, seed: int,
-) -> tuple[Translator, list[dict[str, float]]]:  # fmt: skip
+    model: SourceModel,
+    x: np.ndarray,
+    y: np.ndarray,
+    subject: np.ndarray,
+    cfg: dict[str, Any],
+    batch_size: int,
+    seed: int,
+) -> tuple[Translator, list[dict[str, float]]]:
     """Step 3 on the labelled source frames; returns T and per-epoch mean loss terms."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -126,14 +135,20 @@ def pretrain_translator(
             b = partner[a]
             f_hat, maps_b = T(xt[b], model.F)
             logits = model.head(f_hat)
-            terms = [expr_loss(logits, src_logits[b], cfg["expr_loss"]),
-                     fn.cross_entropy(logits, yt[b]), torch.zeros(())]  # fmt: skip
+            terms = [
+                expr_loss(logits, src_logits[b], cfg["expr_loss"]),
+                fn.cross_entropy(logits, yt[b]),
+                torch.zeros(()),
+            ]
             if cfg["lambda_style"] > 0:
                 with torch.no_grad():
                     maps_a = model.F(xt[a], maps=True)[1]
                 terms[2] = style_loss(maps_a, maps_b, cfg["style_layers"])
-            loss = (cfg["lambda_expr"] * terms[0] + cfg["pretrain_ce"] * terms[1]
-                    + cfg["lambda_style"] * terms[2])  # fmt: skip
+            loss = (
+                cfg["lambda_expr"] * terms[0]
+                + cfg["pretrain_ce"] * terms[1]
+                + cfg["lambda_style"] * terms[2]
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -143,9 +158,13 @@ def pretrain_translator(
 
 
 def adapt_translator(
-    model: SourceModel, T: Translator, x: np.ndarray, cfg: dict[str, Any], adapt: dict[str, Any],
+    model: SourceModel,
+    T: Translator,
+    x: np.ndarray,
+    cfg: dict[str, Any],
+    adapt: dict[str, Any],
     seed: int,
-) -> Translator:  # fmt: skip
+) -> Translator:
     """Step 4: fit T alone on the target's neutral frames x [N, 1, H, W] (no labels used
     beyond "these are neutral", class 0)."""
     torch.manual_seed(seed)

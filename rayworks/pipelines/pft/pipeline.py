@@ -36,8 +36,11 @@ class _Logger:
 
     def target(self, _i: int, out: dict[str, Any]) -> None:
         self.step += 1
-        flat = {f"{r['arm']}_{m}": r[m] for r in out["rows"]
-                for m in ("accuracy", "macro_f1", "expressive_recall")}  # fmt: skip
+        flat = {
+            f"{r['arm']}_{m}": r[m]
+            for r in out["rows"]
+            for m in ("accuracy", "macro_f1", "expressive_recall")
+        }
         self.ctx.log(self.step, replicate=out["replicate"], subject=out["subject"], **flat)
 
 
@@ -48,8 +51,9 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     cache = str(ctx.cache_root)
     reps, subjects = range(cfg.replicates), range(cfg.data.n_target_subjects)
     ctx.progress(len(reps) * len(subjects), f"pft {cfg.arm} ({len(cfg.arms())} arms)")
-    calls = [{"cfg": dump, "replicate": r, "t": t, "cache_root": cache}
-             for t in subjects for r in reps]  # fmt: skip
+    calls = [
+        {"cfg": dump, "replicate": r, "t": t, "cache_root": cache} for t in subjects for r in reps
+    ]
     outs = fan_out(target_piece, calls, threads=1, on_done=_Logger(ctx).target)
     rows = [row for out in outs for row in out["rows"]]
     agg = aggregate(rows, cfg.arms())
@@ -95,11 +99,13 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
         ),
     },
     headline=HEADLINE,
-    ablations={"no_style": ("pft.lambda_style=0", "compare=[source]"),
-               "mlp_only": ("pft.own_backbone=false", "pft.lambda_style=0", "compare=[source]"),
-               "strong_bias": ("data.bias_range=[0.4, 0.6]",)},
+    ablations={
+        "no_style": ("pft.lambda_style=0", "compare=[source]"),
+        "mlp_only": ("pft.own_backbone=false", "pft.lambda_style=0", "compare=[source]"),
+        "strong_bias": ("data.bias_range=[0.4, 0.6]",),
+    },
     report=REPORT,
-)  # fmt: skip
+)
 def run(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     """PFT (reconstructed): translator pre-trained on source pairs, adapted on neutral frames."""
     return run_pft(cfg, ctx)

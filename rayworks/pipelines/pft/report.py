@@ -13,8 +13,16 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.stats import mean_ci
 
 Row = dict[str, Any]
-METRICS = ("accuracy", "macro_f1", "expressive_recall", "neutral_recall", "predicted_neutral",
-           "adapt_predicted_neutral", "adapt_seconds", "adapted_params")  # fmt: skip
+METRICS = (
+    "accuracy",
+    "macro_f1",
+    "expressive_recall",
+    "neutral_recall",
+    "predicted_neutral",
+    "adapt_predicted_neutral",
+    "adapt_seconds",
+    "adapted_params",
+)
 SHOWN = ("accuracy", "macro_f1", "expressive_recall", "neutral_recall", "adapt_predicted_neutral")
 
 
@@ -32,8 +40,11 @@ def pass_rule(agg: dict[str, Any], arm: str, gain: float, drop: float) -> dict[s
     acc_gain = agg["pft"]["accuracy"][0] - agg["source"]["accuracy"][0]
     recall_change = agg["pft"]["expressive_recall"][0] - agg["source"]["expressive_recall"][0]
     ok = acc_gain >= gain - 1e-12 and recall_change >= -drop - 1e-12
-    return {"pass_accuracy_gain": acc_gain, "pass_recall_change": recall_change,
-            "pass_rule": float(ok)}  # fmt: skip
+    return {
+        "pass_accuracy_gain": acc_gain,
+        "pass_recall_change": recall_change,
+        "pass_rule": float(ok),
+    }
 
 
 def summary_of(agg: dict[str, Any], arm: str) -> dict[str, float]:
@@ -58,23 +69,42 @@ def _ci(stat: tuple[float, ...]) -> str:
 def write_table(ctx: RunContext, rows: list[Row], agg: dict[str, Any], n: int) -> Path:
     """table.jsonl: one row per (arm, subject, seed) plus one `arm_mean` row per arm;
     table.md: the arm table (mean [95% CI]) and the per-subject accuracy table."""
-    means = [{"table": "arm_mean", "arm": a, **{m: v[0] for m, v in s.items()},
-              **{f"{m}_ci95": [v[1], v[2]] for m, v in s.items()}} for a, s in agg.items()]  # fmt: skip
+    means = [
+        {
+            "table": "arm_mean",
+            "arm": a,
+            **{m: v[0] for m, v in s.items()},
+            **{f"{m}_ci95": [v[1], v[2]] for m, v in s.items()},
+        }
+        for a, s in agg.items()
+    ]
     ctx.write_jsonl("table.jsonl", [{"table": "subject", **r} for r in rows] + means)
-    lines = [f"Target subjects x seeds: n = {n} per arm; mean [95% t-interval].", "",
-             "| arm | accuracy | macro-F1 | expressive recall | neutral recall "
-             "| adapt frames → neutral | adapted params | adapt s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"Target subjects x seeds: n = {n} per arm; mean [95% t-interval].",
+        "",
+        "| arm | accuracy | macro-F1 | expressive recall | neutral recall "
+        "| adapt frames → neutral | adapted params | adapt s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for a, s in agg.items():
-        lines.append(f"| {a} | " + " | ".join(_ci(s[m]) for m in SHOWN)
-                     + f" | {s['adapted_params'][0]:.0f} | {s['adapt_seconds'][0]:.2f} |")  # fmt: skip
+        lines.append(
+            f"| {a} | "
+            + " | ".join(_ci(s[m]) for m in SHOWN)
+            + f" | {s['adapted_params'][0]:.0f} | {s['adapt_seconds'][0]:.2f} |"
+        )
     subjects = sorted({r["subject"] for r in rows})
-    lines += ["", "Per-subject accuracy (mean over seeds):", "",
-              "| arm | " + " | ".join(f"s{t}" for t in subjects) + " |",
-              "|---|" + "---:|" * len(subjects)]  # fmt: skip
+    lines += [
+        "",
+        "Per-subject accuracy (mean over seeds):",
+        "",
+        "| arm | " + " | ".join(f"s{t}" for t in subjects) + " |",
+        "|---|" + "---:|" * len(subjects),
+    ]
     for a in agg:
-        per = [np.mean([r["accuracy"] for r in rows if r["arm"] == a and r["subject"] == t])
-               for t in subjects]  # fmt: skip
+        per = [
+            np.mean([r["accuracy"] for r in rows if r["arm"] == a and r["subject"] == t])
+            for t in subjects
+        ]
         lines.append(f"| {a} | " + " | ".join(f"{v:.3f}" for v in per) + " |")
     path = ctx.artifacts_dir / "table.md"
     path.write_text("\n".join(lines) + "\n")
@@ -92,8 +122,9 @@ def write_plot(folder: Path, rows: list[Row], arms: list[str]) -> Path:
     width = 0.8 / max(len(arms), 1)
     for ax, metric in zip(axes, ("accuracy", "expressive_recall"), strict=True):
         for i, a in enumerate(arms):
-            vals = [[r[metric] for r in rows if r["arm"] == a and r["subject"] == t]
-                    for t in subjects]  # fmt: skip
+            vals = [
+                [r[metric] for r in rows if r["arm"] == a and r["subject"] == t] for t in subjects
+            ]
             mid = np.array([np.mean(v) for v in vals])
             spread = [[m - min(v), max(v) - m] for m, v in zip(mid, vals, strict=True)]
             err = np.clip(np.array(spread).T, 0, None)  # equal seeds: rounding below zero

@@ -75,9 +75,13 @@ def split_pools(y: np.ndarray, world_seed: int) -> dict[str, np.ndarray]:
 
 
 def draw_style(
-    data: dict[str, Any], rng: np.random.Generator, imgs: np.ndarray, labels: np.ndarray,
-    pool: np.ndarray, bias_key: str,
-) -> Style:  # fmt: skip
+    data: dict[str, Any],
+    rng: np.random.Generator,
+    imgs: np.ndarray,
+    labels: np.ndarray,
+    pool: np.ndarray,
+    bias_key: str,
+) -> Style:
     """A subject's style; the expressive template is one base image from its own pool and
     the resting bias is drawn from `data[bias_key]`."""
     size = imgs.shape[-1]
@@ -98,16 +102,21 @@ def draw_style(
 
 
 def render(
-    base: np.ndarray, labels: np.ndarray, style: Style, rng: np.random.Generator,
-    shift: int, noise: float,
-) -> np.ndarray:  # fmt: skip
+    base: np.ndarray,
+    labels: np.ndarray,
+    style: Style,
+    rng: np.random.Generator,
+    shift: int,
+    noise: float,
+) -> np.ndarray:
     """Render base images [N, H, W] (labels [N]) in `style` -> [N, 1, H, W] in [0, 1].
 
     Order: resting bias (neutral only) -> affine about the centre (+ per-frame shift) ->
     stroke -> gamma -> texture -> per-frame noise."""
     n, size = base.shape[0], base.shape[-1]
-    x = np.where((labels == 0)[:, None, None], (1 - style.bias) * base + style.bias *
-                 style.template, base)  # fmt: skip
+    x = np.where(
+        (labels == 0)[:, None, None], (1 - style.bias) * base + style.bias * style.template, base
+    )
     a, s = np.deg2rad(style.angle), style.shear
     rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
     inv = np.linalg.inv(rot @ np.array([[1.0, s], [0.0, 1.0]]) * style.scale)  # output->input
@@ -115,8 +124,9 @@ def render(
     grid = np.stack(np.meshgrid(np.arange(size), np.arange(size), indexing="ij")).reshape(2, -1)
     jitter = rng.integers(-shift, shift + 1, (n, 2, 1)) if shift else np.zeros((n, 2, 1))
     src = (inv @ (grid - c))[None] + c - jitter  # (N, 2, H·W)
-    coords = np.concatenate([np.repeat(np.arange(n), size * size)[None],
-                             src.transpose(1, 0, 2).reshape(2, -1)])  # fmt: skip
+    coords = np.concatenate(
+        [np.repeat(np.arange(n), size * size)[None], src.transpose(1, 0, 2).reshape(2, -1)]
+    )
     x = ndimage.map_coordinates(x, coords, order=1, cval=0.0).reshape(n, size, size)
     if style.stroke != "none":
         morph = ndimage.grey_dilation if style.stroke == "thick" else ndimage.grey_erosion
@@ -126,8 +136,9 @@ def render(
     return x.clip(0, 1).astype(np.float32)[:, None]
 
 
-def _sample(pool: np.ndarray, labels: np.ndarray, per_class: dict[int, int],
-            rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def _sample(
+    pool: np.ndarray, labels: np.ndarray, per_class: dict[int, int], rng: np.random.Generator
+) -> np.ndarray:
     """`per_class[c]` distinct base indices of class c from `pool`."""
     out = [rng.choice(pool[labels[pool] == c], k, replace=False) for c, k in per_class.items()]
     return np.concatenate(out)
@@ -137,10 +148,14 @@ def check_sizes(data: dict[str, Any], oracle_per_class: int) -> None:
     """Fail before any work when a pool is too small for the frames asked (names the key)."""
     _, labels = base_images(tuple(data["classes"]), data["image_size"])
     pools = split_pools(labels, data["world_seed"])
-    asks = {"source": ("data.source_frames_per_class", data["source_frames_per_class"]),
-            "adapt": ("data.adapt_frames / adapt.oracle_frames_per_class",
-                      max(data["adapt_frames"], oracle_per_class)),
-            "test": ("data.test_frames_per_class", data["test_frames_per_class"])}  # fmt: skip
+    asks = {
+        "source": ("data.source_frames_per_class", data["source_frames_per_class"]),
+        "adapt": (
+            "data.adapt_frames / adapt.oracle_frames_per_class",
+            max(data["adapt_frames"], oracle_per_class),
+        ),
+        "test": ("data.test_frames_per_class", data["test_frames_per_class"]),
+    }
     for pool, (key, want) in asks.items():
         have = int(np.bincount(labels[pools[pool]]).min())
         if want > have:
@@ -158,8 +173,14 @@ def _subject(data: dict[str, Any], subject: int, pool: str) -> tuple[Any, ...]:
     return rng, style, imgs, labels, pools
 
 
-def _frames(data: dict[str, Any], idx: np.ndarray, imgs: np.ndarray, labels: np.ndarray,
-            style: Style, rng: np.random.Generator) -> Frames:  # fmt: skip
+def _frames(
+    data: dict[str, Any],
+    idx: np.ndarray,
+    imgs: np.ndarray,
+    labels: np.ndarray,
+    style: Style,
+    rng: np.random.Generator,
+) -> Frames:
     x = render(imgs[idx], labels[idx], style, rng, data["frame_shift"], data["frame_noise"])
     return Frames(x, labels[idx])
 
@@ -171,8 +192,9 @@ def source_frames(data: dict[str, Any]) -> tuple[Frames, np.ndarray]:
     for s in range(data["n_source_subjects"]):
         rng, style, imgs, labels, pools = _subject(data, s, "source")
         per_class = dict.fromkeys(range(k), data["source_frames_per_class"])
-        f = _frames(data, _sample(pools["source"], labels, per_class, rng), imgs, labels,
-                    style, rng)  # fmt: skip
+        f = _frames(
+            data, _sample(pools["source"], labels, per_class, rng), imgs, labels, style, rng
+        )
         xs.append(f.x), ys.append(f.y), ss.append(np.full(len(f.y), s))
     return Frames(np.concatenate(xs), np.concatenate(ys)), np.concatenate(ss)
 
@@ -192,12 +214,28 @@ def target_subject(data: dict[str, Any], t: int, oracle_per_class: int) -> Targe
     """Target subject t (0-based) rendered from the target pools only."""
     k = len(data["classes"])
     rng, style, imgs, labels, pools = _subject(data, data["n_source_subjects"] + t, "adapt")
-    adapt = _frames(data, _sample(pools["adapt"], labels, {0: data["adapt_frames"]}, rng),
-                    imgs, labels, style, rng)  # fmt: skip
-    oracle = _frames(data, _sample(pools["adapt"], labels,
-                                   dict.fromkeys(range(k), oracle_per_class), rng),
-                     imgs, labels, style, rng)  # fmt: skip
-    test = _frames(data, _sample(pools["test"], labels,
-                                 dict.fromkeys(range(k), data["test_frames_per_class"]), rng),
-                   imgs, labels, style, rng)  # fmt: skip
+    adapt = _frames(
+        data,
+        _sample(pools["adapt"], labels, {0: data["adapt_frames"]}, rng),
+        imgs,
+        labels,
+        style,
+        rng,
+    )
+    oracle = _frames(
+        data,
+        _sample(pools["adapt"], labels, dict.fromkeys(range(k), oracle_per_class), rng),
+        imgs,
+        labels,
+        style,
+        rng,
+    )
+    test = _frames(
+        data,
+        _sample(pools["test"], labels, dict.fromkeys(range(k), data["test_frames_per_class"]), rng),
+        imgs,
+        labels,
+        style,
+        rng,
+    )
     return TargetSubject(adapt, oracle, test, style)

@@ -119,14 +119,21 @@ class ConvAE(nn.Module):
         super().__init__()
         h = hidden
         self.enc = nn.Sequential(
-            nn.Conv2d(1, h, 3, 2, 1), nn.SiLU(), nn.Conv2d(h, 2 * h, 3, 2, 1), nn.SiLU(),
+            nn.Conv2d(1, h, 3, 2, 1),
+            nn.SiLU(),
+            nn.Conv2d(h, 2 * h, 3, 2, 1),
+            nn.SiLU(),
             nn.Conv2d(2 * h, latent_channels, 1),
-        )  # fmt: skip
+        )
         self.dec = nn.Sequential(
-            nn.Conv2d(latent_channels, 2 * h, 1), nn.SiLU(),
-            nn.ConvTranspose2d(2 * h, h, 4, 2, 1), nn.SiLU(),
-            nn.ConvTranspose2d(h, h, 4, 2, 1), nn.SiLU(), nn.Conv2d(h, 1, 3, 1, 1),
-        )  # fmt: skip
+            nn.Conv2d(latent_channels, 2 * h, 1),
+            nn.SiLU(),
+            nn.ConvTranspose2d(2 * h, h, 4, 2, 1),
+            nn.SiLU(),
+            nn.ConvTranspose2d(h, h, 4, 2, 1),
+            nn.SiLU(),
+            nn.Conv2d(h, 1, 3, 1, 1),
+        )
 
     def encode(self, images: Tensor) -> Tensor:
         z = self.enc(images)  # [B, c, 4, 4]

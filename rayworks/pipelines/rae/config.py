@@ -132,11 +132,17 @@ class RAEConfig(PipelineConfig):
             "convae": {"steps": 30},
             "decoder": {"steps": 30, "depth": 1},
             "classifier": {"steps": 30},
-            "diffusion": {"steps": 20, "n_samples": 40, "curve_at": [0.5], "curve_samples": 20,
-                          "sample_steps": 5, "checkpoint_every": 10},
+            "diffusion": {
+                "steps": 20,
+                "n_samples": 40,
+                "curve_at": [0.5],
+                "curve_samples": 20,
+                "sample_steps": 5,
+                "checkpoint_every": 10,
+            },
             "width": {"widths": [16, 64], "steps": 10, "depth": 1, "eval_draws": 64},
         },
-    }  # fmt: skip
+    }
 
     arm: Arm = Field("rae", description="rae: DiT^DH on RAE latents; dit: plain DiT; convae")
     extras: bool = Field(True, description="run E1 (width overfit) and E2 (shift off) in-run")
@@ -156,10 +162,12 @@ class RAEConfig(PipelineConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> RAEConfig:
-        for key, dim, heads in (("encoder", self.encoder.width, self.encoder.heads),
-                                ("decoder", self.encoder.width, self.decoder.heads),
-                                ("dit_dh", self.dit_dh.width, self.dit_dh.heads),
-                                ("dit_plain", self.dit_plain.width, self.dit_plain.heads)):  # fmt: skip
+        for key, dim, heads in (
+            ("encoder", self.encoder.width, self.encoder.heads),
+            ("decoder", self.encoder.width, self.decoder.heads),
+            ("dit_dh", self.dit_dh.width, self.dit_dh.heads),
+            ("dit_plain", self.dit_plain.width, self.dit_plain.heads),
+        ):
             if dim % heads:
                 raise ValueError(f"{key}.heads={heads} does not divide width {dim}")
         if self.dit_dh.head_width and self.dit_dh.head_width % self.dit_dh.head_heads:

@@ -15,10 +15,16 @@ class DigitClassifier(nn.Module):
     def __init__(self, hidden: int = 32, feature_dim: int = 64) -> None:
         super().__init__()
         self.conv = nn.Sequential(
-            nn.Conv2d(1, hidden, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(hidden, 2 * hidden, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(2 * hidden * 16, feature_dim), nn.ReLU(),
-        )  # fmt: skip
+            nn.Conv2d(1, hidden, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(hidden, 2 * hidden, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(2 * hidden * 16, feature_dim),
+            nn.ReLU(),
+        )
         self.head = nn.Linear(feature_dim, 10)
 
     def features(self, images: Tensor) -> Tensor:

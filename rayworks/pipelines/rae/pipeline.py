@@ -38,8 +38,7 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
 
-REPORT = ("gacc", "rfd", "flops_per_forward", "train_loss_final", "probe_acc_encoder",
-          "pass_rule")  # fmt: skip
+REPORT = ("gacc", "rfd", "flops_per_forward", "train_loss_final", "probe_acc_encoder", "pass_rule")
 EPS = 1e-5  # calculate_stat.py: (z - μ) / √(sigma² + 1e-5)
 
 
@@ -73,22 +72,33 @@ def _source(cfg: RAEConfig, latent: str) -> dict[str, Any]:
     d = cfg.model_dump(mode="json")
     if latent == "rae":
         return {"latent": "rae", "encoder": d["encoder"], "data": d["data"]}
-    return {"latent": "convae", "convae": d["convae"], "data": d["data"],
-            "mse_weight": d["decoder"]["mse_weight"]}  # fmt: skip
+    return {
+        "latent": "convae",
+        "convae": d["convae"],
+        "data": d["data"],
+        "mse_weight": d["decoder"]["mse_weight"],
+    }
 
 
 def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     """Stage 1 (cached), stage 2 (decoder, DiT arm, extras), decode, score, report."""
     dump, seed = cfg.model_dump(mode="json"), cfg.seed
-    common = {"cfg": dump, "seed": seed, "cache": str(ctx.cache_root / "rae"),
-              "ckpt_dir": str(ctx.checkpoints_dir)}  # fmt: skip
+    common = {
+        "cfg": dump,
+        "seed": seed,
+        "cache": str(ctx.cache_root / "rae"),
+        "ckpt_dir": str(ctx.checkpoints_dir),
+    }
     n_width = len(cfg.width.widths) if cfg.extras else 0
     total = 3 + (cfg.arm != "convae") + 1 + (cfg.extras and cfg.diffusion.shift) + n_width
     ctx.progress(total, f"rae {cfg.arm}")
     log = _Logger(ctx)
-    enc_t, ae_t, clf_t = fan_out(run_piece, [{"kind": k, **common} for k in
-                                             ("encoder", "convae", "classifier")],
-                                 threads=1, on_done=log.piece)  # fmt: skip
+    enc_t, ae_t, clf_t = fan_out(
+        run_piece,
+        [{"kind": k, **common} for k in ("encoder", "convae", "classifier")],
+        threads=1,
+        on_done=log.piece,
+    )
 
     x, y, tx, ty = load_images(cfg.data.max_train)
     vit = load_encoder(enc_t, dump["encoder"])
@@ -96,16 +106,25 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     ae.load_state_dict(ae_t["model"])
     ae.eval()
     with torch.no_grad():
-        raw = {"rae": (tokens_of(vit, x), tokens_of(vit, tx)),
-               "convae": (ae.encode(to_signed(x)), ae.encode(to_signed(tx)))}  # fmt: skip
+        raw = {
+            "rae": (tokens_of(vit, x), tokens_of(vit, tx)),
+            "convae": (ae.encode(to_signed(x)), ae.encode(to_signed(tx))),
+        }
     norm = {k: Normaliser(v[0]) for k, v in raw.items()}
     latent = "convae" if cfg.arm == "convae" else "rae"
     arch = dump["dit_plain"] if cfg.arm == "dit" else dump["dit_dh"]
 
     def dit_call(name: str, shift: bool) -> dict[str, Any]:
-        return {"kind": "dit", **common, "name": name, "arch": arch, "shift": shift,
-                "latents": norm[latent](raw[latent][0]), "labels": y,
-                "source": _source(cfg, latent)}  # fmt: skip
+        return {
+            "kind": "dit",
+            **common,
+            "name": name,
+            "arch": arch,
+            "shift": shift,
+            "latents": norm[latent](raw[latent][0]),
+            "labels": y,
+            "source": _source(cfg, latent),
+        }
 
     calls = [dit_call(cfg.arm, cfg.diffusion.shift)]
     if cfg.arm != "convae":
@@ -115,8 +134,10 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.extras:
         z0 = norm["rae"](raw["rae"][0][:1])[0]
         alpha = float(np.sqrt(z0.numel() / cfg.diffusion.n_base)) if cfg.diffusion.shift else 1.0
-        calls += [{"kind": "width", "cfg": dump, "seed": seed, "width": w, "z": z0,
-                   "alpha": alpha} for w in cfg.width.widths]  # fmt: skip
+        calls += [
+            {"kind": "width", "cfg": dump, "seed": seed, "width": w, "z": z0, "alpha": alpha}
+            for w in cfg.width.widths
+        ]
     out = fan_out(run_piece, calls, threads=1, on_done=log.piece)
     dits = [r for r in out if r["kind"] == "dit"]
     widths = [r for r in out if r["kind"] == "width"]
@@ -148,25 +169,41 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
         final = pts[cfg.diffusion.steps]
         gfd_curves[r["name"]] = [(s, p["fd"]) for s, p in pts.items()]
         loss_curves[r["name"]] = r["losses"]
-        rows.append({"arm": r["name"], "latent": latent, "alpha": float(r["alpha"]),
-                     "steps": cfg.diffusion.steps, "flops": int(r["flops"]),
-                     "train_loss_final": float(np.mean(r["losses"][-50:])),
-                     "gfd": final["fd"], "gacc": final["acc"], "rfd": recon["fd"],
-                     "curve": gfd_curves[r["name"]]})  # fmt: skip
+        rows.append(
+            {
+                "arm": r["name"],
+                "latent": latent,
+                "alpha": float(r["alpha"]),
+                "steps": cfg.diffusion.steps,
+                "flops": int(r["flops"]),
+                "train_loss_final": float(np.mean(r["losses"][-50:])),
+                "gfd": final["fd"],
+                "gacc": final["acc"],
+                "rfd": recon["fd"],
+                "curve": gfd_curves[r["name"]],
+            }
+        )
     main = rows[0]
     for step, value in gfd_curves[cfg.arm]:
         ctx.log(step, gfd=value, curve_point=True)
     z_final = dits[0]["samples"][str(cfg.diffusion.steps)]
-    write_grid(ctx.artifacts_dir / "samples.png", images_of(z_final),
-               torch.arange(z_final.shape[0]) % 10)  # fmt: skip
+    write_grid(
+        ctx.artifacts_dir / "samples.png", images_of(z_final), torch.arange(z_final.shape[0]) % 10
+    )
 
     summary: dict[str, float] = {
-        "gfd": main["gfd"], "gacc": main["gacc"], "rfd": recon["fd"], "racc": recon["acc"],
-        "alpha": main["alpha"], "flops_per_forward": float(main["flops"]),
-        "train_loss_final": main["train_loss_final"], "probe_acc_encoder": enc_t["probe_acc"],
+        "gfd": main["gfd"],
+        "gacc": main["gacc"],
+        "rfd": recon["fd"],
+        "racc": recon["acc"],
+        "alpha": main["alpha"],
+        "flops_per_forward": float(main["flops"]),
+        "train_loss_final": main["train_loss_final"],
+        "probe_acc_encoder": enc_t["probe_acc"],
         "probe_acc_encoder_pooled": enc_t["probe_acc_pooled"],
-        "probe_acc_convae": ae_t["probe_acc"], "classifier_test_acc": clf_t["test_acc"],
-    }  # fmt: skip
+        "probe_acc_convae": ae_t["probe_acc"],
+        "classifier_test_acc": clf_t["test_acc"],
+    }
     for s, v in gfd_curves[cfg.arm][:-1]:
         summary[f"gfd_step{s}"] = v
     if cfg.extras:
@@ -179,12 +216,23 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     for w in widths:
         summary[f"e1_loss_d{w['width']}"] = w["loss"]
         summary[f"e1_bound_d{w['width']}"] = w["bound"]
-    summary.update(pass_rule(widths, cfg.encoder.width, main["gfd"],
-                             noshift["gfd"] if noshift else float("nan"), cfg.width.margin,
-                             cfg.e2_ratio))  # fmt: skip
-    stage1 = {"encoder probe acc (flat / pooled)": f"{enc_t['probe_acc']:.3f} / "
-              f"{enc_t['probe_acc_pooled']:.3f}", "conv-AE probe acc": ae_t["probe_acc"],
-              "classifier test acc": clf_t["test_acc"], "rFD": recon["fd"]}  # fmt: skip
+    summary.update(
+        pass_rule(
+            widths,
+            cfg.encoder.width,
+            main["gfd"],
+            noshift["gfd"] if noshift else float("nan"),
+            cfg.width.margin,
+            cfg.e2_ratio,
+        )
+    )
+    stage1 = {
+        "encoder probe acc (flat / pooled)": f"{enc_t['probe_acc']:.3f} / "
+        f"{enc_t['probe_acc_pooled']:.3f}",
+        "conv-AE probe acc": ae_t["probe_acc"],
+        "classifier test acc": clf_t["test_acc"],
+        "rFD": recon["fd"],
+    }
     write_table(ctx, rows, widths, stage1)
     write_plots(ctx.artifacts_dir, loss_curves, widths, gfd_curves)
     return summary
@@ -205,10 +253,12 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
         ),
     },
     headline=("gfd", "min"),
-    ablations={"noshift": ("diffusion.shift=false", "extras=false"),
-               "tau0": ("decoder.tau=0", "extras=false")},
+    ablations={
+        "noshift": ("diffusion.shift=false", "extras=false"),
+        "tau0": ("decoder.tau=0", "extras=false"),
+    },
     report=REPORT,
-)  # fmt: skip
+)
 def run(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     """DiT^DH on frozen-representation (MAE ViT) latents with shift and noisy decoder (RAE)."""
     return run_rae(cfg, ctx)

@@ -16,9 +16,13 @@ from rayworks.platform.tables import cell
 
 
 def pass_rule(
-    widths: list[dict[str, Any]], n: int, gfd: float, gfd_noshift: float, margin: float,
+    widths: list[dict[str, Any]],
+    n: int,
+    gfd: float,
+    gfd_noshift: float,
+    margin: float,
     ratio: float,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Pass rule (reconstructed): E1 — every d < n has final loss ≥ its eigenvalue bound (2%
     sampling slack) and ≥ margin x the worst d ≥ n loss; E2 — gFD(shift) ≤ gFD(no shift) /
     ratio."""
@@ -35,18 +39,29 @@ def pass_rule(
 _f = partial(cell, spec=".3g")
 
 
-def write_table(ctx: RunContext, arms: list[dict[str, Any]], widths: list[dict[str, Any]],
-                stage1: dict[str, float]) -> Path:  # fmt: skip
+def write_table(
+    ctx: RunContext,
+    arms: list[dict[str, Any]],
+    widths: list[dict[str, Any]],
+    stage1: dict[str, float],
+) -> Path:
     """table.jsonl (one row per DiT arm and per E1 width) and table.md."""
-    ctx.write_jsonl("table.jsonl", arms + [{k: v for k, v in w.items() if k != "losses"}
-                                           for w in widths])  # fmt: skip
-    lines = ["Stage 1: " + ", ".join(f"{k} = {_f(v)}" for k, v in stage1.items()), "",
-             "| DiT arm | latent | alpha | steps | FLOPs/forward | final loss | gFD | sample acc "
-             "| rFD |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    ctx.write_jsonl(
+        "table.jsonl", arms + [{k: v for k, v in w.items() if k != "losses"} for w in widths]
+    )
+    lines = [
+        "Stage 1: " + ", ".join(f"{k} = {_f(v)}" for k, v in stage1.items()),
+        "",
+        "| DiT arm | latent | alpha | steps | FLOPs/forward | final loss | gFD | sample acc "
+        "| rFD |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for a in arms:
-        lines.append(f"| {a['arm']} | {a['latent']} | {_f(a['alpha'])} | {a['steps']} "
-                     f"| {a['flops']:,} | {_f(a['train_loss_final'])} | {_f(a['gfd'])} "
-                     f"| {_f(a['gacc'])} | {_f(a['rfd'])} |")  # fmt: skip
+        lines.append(
+            f"| {a['arm']} | {a['latent']} | {_f(a['alpha'])} | {a['steps']} "
+            f"| {a['flops']:,} | {_f(a['train_loss_final'])} | {_f(a['gfd'])} "
+            f"| {_f(a['gacc'])} | {_f(a['rfd'])} |"
+        )
     if widths:
         lines += [
             "",
@@ -67,8 +82,12 @@ def smooth(values: list[float], window: int) -> np.ndarray:
     return np.convolve(v, np.ones(window) / window, mode="valid")
 
 
-def write_plots(folder: Path, curves: dict[str, list[float]], widths: list[dict[str, Any]],
-                gfd_curves: dict[str, list[tuple[int, float]]]) -> None:  # fmt: skip
+def write_plots(
+    folder: Path,
+    curves: dict[str, list[float]],
+    widths: list[dict[str, Any]],
+    gfd_curves: dict[str, list[tuple[int, float]]],
+) -> None:
     """loss_curves.png (smoothed DiT losses), gfd_curve.png, width_overfit.png (E1)."""
     fig, (ax1, ax2) = subplots(1, 2, figsize=(10, 4))
     for name, losses in curves.items():

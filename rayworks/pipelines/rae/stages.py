@@ -71,8 +71,9 @@ def _done(root: Path | None) -> None:
 
 
 def encoder_spec(enc: dict[str, Any]) -> ViTSpec:
-    return ViTSpec(d_model=enc["width"], n_layer=enc["depth"], n_head=enc["heads"],
-                   ffn_dim=4 * enc["width"])  # fmt: skip
+    return ViTSpec(
+        d_model=enc["width"], n_layer=enc["depth"], n_head=enc["heads"], ffn_dim=4 * enc["width"]
+    )
 
 
 def load_encoder(tree: dict[str, Any], enc: dict[str, Any]) -> ViT:
@@ -95,8 +96,14 @@ def encoder_piece(cfg: dict, seed: int, cache: str, ckpt_dir: str | None) -> dic
         torch.manual_seed(seed)
         x, y, tx, ty = load_images(data["max_train"])
         vit = ViT(encoder_spec(enc))
-        dec = TokenDecoder(enc["width"], enc["mae_decoder_width"], enc["mae_decoder_depth"],
-                           4, vit.spec.n_patches, vit.spec.patch_size)  # fmt: skip
+        dec = TokenDecoder(
+            enc["width"],
+            enc["mae_decoder_width"],
+            enc["mae_decoder_depth"],
+            4,
+            vit.spec.n_patches,
+            vit.spec.patch_size,
+        )
 
         def loss_at(_step: int, gen: torch.Generator) -> Tensor:
             batch = to_signed(augment(x[_batch(len(y), enc["batch"], gen)], AUG, gen))
@@ -107,9 +114,12 @@ def encoder_piece(cfg: dict, seed: int, cache: str, ckpt_dir: str | None) -> dic
         _done(root)
         vit.eval()
         z, tz = tokens_of(vit, x), tokens_of(vit, tx)
-        return {"model": vit.state_dict(), "probe_acc": linear_probe(z, y, tz, ty),
-                "probe_acc_pooled": linear_probe(z.mean(1), y, tz.mean(1), ty),
-                "losses": losses}  # fmt: skip
+        return {
+            "model": vit.state_dict(),
+            "probe_acc": linear_probe(z, y, tz, ty),
+            "probe_acc_pooled": linear_probe(z.mean(1), y, tz.mean(1), ty),
+            "losses": losses,
+        }
 
     return cached(Path(cache), "encoder", {"encoder": enc, "data": data, "seed": seed}, build)
 
@@ -183,8 +193,9 @@ def decoder_piece(
             batch = to_signed(augment(x[_batch(len(y), dec_cfg["batch"], gen)], AUG, gen))
             with torch.no_grad():
                 z = encode_tokens(vit, batch)
-            return reconstruction_loss(dec(noise_augment(z, dec_cfg["tau"], gen)), batch,
-                                       dec_cfg["mse_weight"])  # fmt: skip
+            return reconstruction_loss(
+                dec(noise_augment(z, dec_cfg["tau"], gen)), batch, dec_cfg["mse_weight"]
+            )
 
         root = _root(ckpt_dir, f"decoder_tau{dec_cfg['tau']:g}")
         losses = fit({"dec": dec}, loss_at, dec_cfg["steps"], dec_cfg["lr"], seed + 3, root)
@@ -196,9 +207,22 @@ def decoder_piece(
 
 
 def dit_spec(arch: dict[str, Any], channels: int, class_dropout: float) -> DiTSpec:
-    return DiTSpec(channels=channels, class_dropout=class_dropout,
-                   **{k: arch[k] for k in ("width", "depth", "heads", "head_width",
-                                           "head_depth", "head_heads", "mlp_ratio")})  # fmt: skip
+    return DiTSpec(
+        channels=channels,
+        class_dropout=class_dropout,
+        **{
+            k: arch[k]
+            for k in (
+                "width",
+                "depth",
+                "heads",
+                "head_width",
+                "head_depth",
+                "head_heads",
+                "mlp_ratio",
+            )
+        },
+    )
 
 
 def dit_piece(
@@ -244,12 +268,24 @@ def dit_piece(
             return flow_matching_loss(model, latents[idx], y, alpha, gen)
 
         root = _root(ckpt_dir, f"dit_{name}")
-        losses = fit({"dit": model}, loss_at, diff["steps"], diff["lr"], seed + 11, root,
-                     diff["checkpoint_every"])  # fmt: skip
+        losses = fit(
+            {"dit": model},
+            loss_at,
+            diff["steps"],
+            diff["lr"],
+            seed + 11,
+            root,
+            diff["checkpoint_every"],
+        )
         _done(root)
         draw(diff["n_samples"], diff["steps"])
-        return {"model": model.state_dict(), "samples": samples, "losses": losses,
-                "alpha": alpha, "flops": forward_flops(model)}  # fmt: skip
+        return {
+            "model": model.state_dict(),
+            "samples": samples,
+            "losses": losses,
+            "alpha": alpha,
+            "flops": forward_flops(model),
+        }
 
     key = {"arch": arch, "shift": shift, "diffusion": diff, "source": source, "seed": seed}
     return {"name": name, **cached(Path(cache), "dit", key, build)}
@@ -260,8 +296,14 @@ def width_piece(cfg: dict, seed: int, width: int, z: Tensor, alpha: float) -> di
     `eval_draws` fresh draws vs the bound (1/n) Σ_{i>d} λ_i(Cov(ε - z))."""
     w = cfg["width"]
     torch.manual_seed(seed + width)
-    spec = DiTSpec(tokens=z.shape[0], channels=z.shape[1], width=width, depth=w["depth"],
-                   heads=4, class_dropout=0.0)  # fmt: skip
+    spec = DiTSpec(
+        tokens=z.shape[0],
+        channels=z.shape[1],
+        width=width,
+        depth=w["depth"],
+        heads=4,
+        class_dropout=0.0,
+    )
     model = DiT(spec)
     zb, yb = z.expand(w["batch"], -1, -1), torch.zeros(w["batch"], dtype=torch.long)
 
@@ -272,14 +314,23 @@ def width_piece(cfg: dict, seed: int, width: int, z: Tensor, alpha: float) -> di
     gen = torch.Generator().manual_seed(seed + 12345)
     n = w["eval_draws"]
     with torch.no_grad():
-        final = float(flow_matching_loss(model, z.expand(n, -1, -1),
-                                         torch.zeros(n, dtype=torch.long), alpha, gen))  # fmt: skip
+        final = float(
+            flow_matching_loss(
+                model, z.expand(n, -1, -1), torch.zeros(n, dtype=torch.long), alpha, gen
+            )
+        )
     cov = velocity_residual_covariance(z, 256, torch.Generator().manual_seed(seed))
     return {"width": width, "loss": final, "bound": width_bound(cov, width), "losses": losses}
 
 
-PIECES = {"encoder": encoder_piece, "convae": convae_piece, "classifier": classifier_piece,
-          "decoder": decoder_piece, "dit": dit_piece, "width": width_piece}  # fmt: skip
+PIECES = {
+    "encoder": encoder_piece,
+    "convae": convae_piece,
+    "classifier": classifier_piece,
+    "decoder": decoder_piece,
+    "dit": dit_piece,
+    "width": width_piece,
+}
 
 
 def run_piece(kind: str, **kwargs: Any) -> dict[str, Any]:

@@ -69,8 +69,12 @@ def fit(
         losses.append(float(loss.detach()))
         done = step + 1
         if root is not None and (done % every == 0 and done < steps):
-            tree = {"models": {k: m.state_dict() for k, m in modules.items()},
-                    "optimizer": opt.state_dict(), "step": done, "losses": losses}  # fmt: skip
+            tree = {
+                "models": {k: m.state_dict() for k, m in modules.items()},
+                "optimizer": opt.state_dict(),
+                "step": done,
+                "losses": losses,
+            }
             with ckpt.writing(ckpt.step_dir(root, done)) as tmp:
                 ckpt.save_tree(tmp, "train", tree)
             ckpt.prune(root, 1)

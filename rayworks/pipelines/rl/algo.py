@@ -170,8 +170,13 @@ def clipped_policy_loss(
     return loss, stats
 
 
-def value_loss(values: Tensor, returns: Tensor, mask: Tensor, old_values: Tensor | None = None,
-               clip: float | None = None) -> Tensor:  # fmt: skip
+def value_loss(
+    values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    old_values: Tensor | None = None,
+    clip: float | None = None,
+) -> Tensor:
     """Critic regression (V - R)^2 / 2, optionally PPO value clipping around `old_values`."""
     loss = (values - returns) ** 2
     if clip is not None and old_values is not None:
@@ -181,8 +186,13 @@ def value_loss(values: Tensor, returns: Tensor, mask: Tensor, old_values: Tensor
 
 
 # ------------------------------------------------------------------- AsyPPO
-def split_responses(n_prompts: int, group_size: int, n_critics: int, seed: int = 0,
-                    mode: Literal["responses", "prompts"] = "responses") -> list[list[int]]:  # fmt: skip
+def split_responses(
+    n_prompts: int,
+    group_size: int,
+    n_critics: int,
+    seed: int = 0,
+    mode: Literal["responses", "prompts"] = "responses",
+) -> list[list[int]]:
     """Row indices each mini-critic trains on (AsyPPO step 2).
 
     "responses" (the method text): each prompt's G responses are shuffled and dealt

@@ -42,16 +42,32 @@ from rayworks.platform.registry import pipeline
 
 # Secondary metrics `rayworks bench asyppo` tabulates for every arm (rl/evaluate.py defines
 # the held-out ones; `_gain` is the change from the base at step 0 of the same run).
-REPORT = ("test_accuracy_gain", "test_sampled_accuracy", "test_sampled_accuracy_gain",
-          "test_pass_at_k", "test_kl_base", "test_entropy", "test_response_len", "mean_sigma",
-          "sigma_err_corr", "explained_var", "masked_frac", "seconds_per_step",
-          "critic_params")  # fmt: skip
+REPORT = (
+    "test_accuracy_gain",
+    "test_sampled_accuracy",
+    "test_sampled_accuracy_gain",
+    "test_pass_at_k",
+    "test_kl_base",
+    "test_entropy",
+    "test_response_len",
+    "mean_sigma",
+    "sigma_err_corr",
+    "explained_var",
+    "masked_frac",
+    "seconds_per_step",
+    "critic_params",
+)
 CURVES = ("test_sampled_accuracy", "test_entropy", "test_kl_base", "entropy")
 # PPO with a critic as large as the policy (the paper's symmetric-PPO baseline), spelled as
 # AsyPPO with one critic and both masks off, which is PPO's estimate exactly (tested), so one
 # bench holds it.
-SYMMETRIC_PPO = ("critic.n_critics=1", "asyppo.critic_data=identical", "asyppo.mask_low=0",
-                 "asyppo.filter_high=0", "critic.symmetric=true")  # fmt: skip
+SYMMETRIC_PPO = (
+    "critic.n_critics=1",
+    "asyppo.critic_data=identical",
+    "asyppo.mask_low=0",
+    "asyppo.filter_high=0",
+    "critic.symmetric=true",
+)
 
 
 def critic_rows(cfg: AsyPPOConfig, n_rows: int, step: int) -> list[list[int]]:
@@ -59,8 +75,9 @@ def critic_rows(cfg: AsyPPOConfig, n_rows: int, step: int) -> list[list[int]]:
     m, g = cfg.critic.n_critics, cfg.rollout.group_size
     if cfg.asyppo.critic_data == "identical":
         return [list(range(n_rows))] * m
-    return split_responses(n_rows // g, g, m, seed=cfg.seed * 100_003 + step,
-                           mode=cfg.asyppo.critic_data)  # fmt: skip
+    return split_responses(
+        n_rows // g, g, m, seed=cfg.seed * 100_003 + step, mode=cfg.asyppo.critic_data
+    )
 
 
 def estimate(cfg: AsyPPOConfig, batch: RolloutBatch, values: torch.Tensor, step: int) -> Estimate:

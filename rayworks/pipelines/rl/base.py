@@ -38,20 +38,33 @@ def sft_config(task: str, model: DecoderSpec, sft: SFTConfig, max_new_tokens: in
             "seed": sft.seed,
             "model": model.model_dump(),
             "data": {
-                "source": "task", "task": task, "n_train": sft.n_train, "n_val": 64,
-                "n_test": sft.n_test, "seq_len": min(sft.seq_len, model.max_seq_len),
-                "packing": False, "loss_on": "completion",
+                "source": "task",
+                "task": task,
+                "n_train": sft.n_train,
+                "n_val": 64,
+                "n_test": sft.n_test,
+                "seq_len": min(sft.seq_len, model.max_seq_len),
+                "packing": False,
+                "loss_on": "completion",
             },
             "train": {
-                "num_workers": 1, "batch_size": sft.batch_size, "max_steps": sft.steps,
-                "lr": sft.lr, "warmup_steps": min(50, sft.steps // 10),
-                "log_every": max(1, sft.steps // 10), "eval_every": sft.steps,
-                "checkpoint_every": max(1, sft.steps // 2), "keep_checkpoints": 1,
+                "num_workers": 1,
+                "batch_size": sft.batch_size,
+                "max_steps": sft.steps,
+                "lr": sft.lr,
+                "warmup_steps": min(50, sft.steps // 10),
+                "log_every": max(1, sft.steps // 10),
+                "eval_every": sft.steps,
+                "checkpoint_every": max(1, sft.steps // 2),
+                "keep_checkpoints": 1,
             },
-            "eval": {"val_batches": 2, "exact_match": sft.n_test > 0,
-                     "max_new_tokens": max_new_tokens},
+            "eval": {
+                "val_batches": 2,
+                "exact_match": sft.n_test > 0,
+                "max_new_tokens": max_new_tokens,
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def vocabulary(tokenizer_from: Path | None) -> str:
@@ -122,8 +135,9 @@ def base_models(cfg: RLConfig, cache_root: Path) -> tuple[Path, Path | None]:
     if cfg.policy.init_from:
         policy = resolve_model_dir(cfg.policy.init_from)
     else:
-        policy = build_base(cache, "policy", sft_config(cfg.task, cfg.policy.model,
-                                                        cfg.policy.sft, max_new))  # fmt: skip
+        policy = build_base(
+            cache, "policy", sft_config(cfg.task, cfg.policy.model, cfg.policy.sft, max_new)
+        )
     critic_cfg = cfg.critic_config()
     if critic_cfg is None:
         return policy, None

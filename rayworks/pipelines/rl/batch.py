@@ -48,8 +48,11 @@ class RolloutBatch:
     @property
     def model_inputs(self) -> dict[str, Tensor]:
         """Keyword arguments of the policy's forward over the rows."""
-        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
-                  "position_ids": self.position_ids}  # fmt: skip
+        inputs = {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "position_ids": self.position_ids,
+        }
         if self.pixel_values is not None:
             inputs["pixel_values"] = self.pixel_values
         return inputs
@@ -66,9 +69,12 @@ class RolloutBatch:
 
 
 def make_batch(
-    rollouts: list[Rollout], rewards: list[float], pad: int,
-    pixel_values: Tensor | None = None, parts: dict[str, list[float]] | None = None,
-) -> RolloutBatch:  # fmt: skip
+    rollouts: list[Rollout],
+    rewards: list[float],
+    pad: int,
+    pixel_values: Tensor | None = None,
+    parts: dict[str, list[float]] | None = None,
+) -> RolloutBatch:
     """Tensors of `rollouts` (in order) with their total rewards (and per-row images and
     reward components)."""
     if not rollouts:
@@ -89,10 +95,15 @@ def make_batch(
             resp_mask[i, :k] = 1.0
             old_logp[i, :k] = torch.tensor(r.logprobs)
     return RolloutBatch(
-        ids, attn, resp_mask, old_logp, torch.tensor(rewards, dtype=torch.float), p,
+        ids,
+        attn,
+        resp_mask,
+        old_logp,
+        torch.tensor(rewards, dtype=torch.float),
+        p,
         pixel_values=pixel_values,
         parts={k: torch.tensor(v, dtype=torch.float) for k, v in (parts or {}).items()},
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -117,5 +128,10 @@ class Estimate:
         def pick(t: Tensor | None) -> Tensor | None:
             return None if t is None else t[index]
 
-        return replace(self, advantages=self.advantages[index], returns=pick(self.returns),
-                       adv_mask=pick(self.adv_mask), entropy_mask=pick(self.entropy_mask))  # fmt: skip
+        return replace(
+            self,
+            advantages=self.advantages[index],
+            returns=pick(self.returns),
+            adv_mask=pick(self.adv_mask),
+            entropy_mask=pick(self.entropy_mask),
+        )

@@ -135,8 +135,10 @@ class RolloutConfig(Config):
         """Constructor arguments of the engine (the `hf` engine's device and threads)."""
         if self.engine != "hf":
             return {}
-        return {"threads": self.engine_threads,
-                "device": "cuda" if self.engine_resources.get("GPU") else "cpu"}  # fmt: skip
+        return {
+            "threads": self.engine_threads,
+            "device": "cuda" if self.engine_resources.get("GPU") else "cpu",
+        }
 
 
 class LossConfig(Config):
@@ -200,10 +202,11 @@ class EvalConfig(Config):
     n_val: int = Field(128, ge=1, description="validation prompts")
     n_test: int = Field(256, ge=1, description="test prompts")
     samples_per_prompt: int = Field(
-        8, ge=0,
+        8,
+        ge=0,
         description="samples per prompt at the rollout temperature for sampled accuracy, "
         "pass@k, entropy and KL to the base (0: greedy only)",
-    )  # fmt: skip
+    )
     samples: int = Field(8, ge=0, description="sample generations written per eval step")
 
     @model_validator(mode="after")
@@ -231,7 +234,7 @@ class RLConfig(PipelineConfig):
             "learner": {"max_steps": 20, "eval_every": 5, "checkpoint_every": 20},
             "eval": {"splits": ["test"], "n_test": 128, "samples_per_prompt": 4},
         },
-    }  # fmt: skip
+    }
 
     task: str = Field("arithmetic_mix", description="synthetic task with an exact verifier")
     policy: PolicyConfig = Field(

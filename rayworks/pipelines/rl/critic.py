@@ -68,9 +68,13 @@ class Critic:
         return batch.response_slice(out) * batch.response_mask
 
     def update(
-        self, batch: RolloutBatch, returns: torch.Tensor, rows: list[int], step: int,
+        self,
+        batch: RolloutBatch,
+        returns: torch.Tensor,
+        rows: list[int],
+        step: int,
         old_values: torch.Tensor | None = None,
-    ) -> dict[str, float]:  # fmt: skip
+    ) -> dict[str, float]:
         """Regress V on `returns` over `rows`; `step` makes a retried call a no-op."""
         if step <= self.step:
             return self.last_stats
@@ -159,10 +163,14 @@ def make_critics(
 
     res = dict(cfg.resources)
     options = {
-        "num_cpus": res.pop("CPU", 0), "num_gpus": res.pop("GPU", 0), "resources": res,
-        "max_restarts": cfg.max_restarts, "max_task_retries": cfg.max_restarts,
-        "namespace": NAMESPACE, "scheduling_strategy": "DEFAULT",  # not in a Tune trial's group
-    }  # fmt: skip
+        "num_cpus": res.pop("CPU", 0),
+        "num_gpus": res.pop("GPU", 0),
+        "resources": res,
+        "max_restarts": cfg.max_restarts,
+        "max_task_retries": cfg.max_restarts,
+        "namespace": NAMESPACE,
+        "scheduling_strategy": "DEFAULT",  # not in a Tune trial's group
+    }
     actor = ray.remote(Critic)
     return [
         actor.options(name=actor_name(run_id, m), **options).remote(

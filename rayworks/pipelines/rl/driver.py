@@ -37,9 +37,11 @@ def check_fits(cfg: RLConfig) -> None:
 
 
 def run_rl(
-    cfg: RLConfig, ctx: RunContext, estimate: EstimateFn,
+    cfg: RLConfig,
+    ctx: RunContext,
+    estimate: EstimateFn,
     models: tuple[Path, Path | None, dict[str, float]] | None = None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Run `cfg` with the method's `estimate`. `models` = (policy folder, critic folder or
     None, summary entries) when the method builds its own base models (else `base_models`)."""
     import ray
@@ -56,9 +58,13 @@ def run_rl(
     ro = cfg.rollout
     chat = getattr(cfg.policy, "chat_template", True)  # a VLM policy's config has no such key
     engines = make_engine_group(
-        ro.engine, policy_dir, ro.num_engines, ro.engine_resources, chat_template=chat,
+        ro.engine,
+        policy_dir,
+        ro.num_engines,
+        ro.engine_resources,
+        chat_template=chat,
         **ro.engine_kwargs(),
-    )  # fmt: skip
+    )
     critic_cfg, critics = cfg.critic_config(), []
     if critic_cfg is not None and critic_dir is not None:
         critics = make_critics(
@@ -66,15 +72,22 @@ def run_rl(
         )
     ctx.progress(cfg.learner.max_steps, ctx.pipeline)
     loop_config = {
-        "config_class": type(cfg), "cfg": cfg.model_dump(mode="json"),
-        "policy_dir": str(policy_dir), "engines": engines, "critics": critics,
+        "config_class": type(cfg),
+        "cfg": cfg.model_dump(mode="json"),
+        "policy_dir": str(policy_dir),
+        "engines": engines,
+        "critics": critics,
         "estimate": estimate,
-    }  # fmt: skip
+    }
     trainer = torch_trainer(
-        rl_loop, loop_config, ctx, num_workers=cfg.learner.num_workers,
-        use_gpu=cfg.learner.use_gpu, cpus_per_worker=cfg.learner.cpus_per_worker,
+        rl_loop,
+        loop_config,
+        ctx,
+        num_workers=cfg.learner.num_workers,
+        use_gpu=cfg.learner.use_gpu,
+        cpus_per_worker=cfg.learner.cpus_per_worker,
         max_failures=cfg.learner.max_failures,
-    )  # fmt: skip
+    )
     try:
         metrics = fit_metrics(trainer)
     finally:

@@ -42,9 +42,12 @@ def response_logits(model: Any, batch: RolloutBatch, temperature: float = 1.0) -
 
 @torch.no_grad()
 def policy_vs_base(
-    policy: torch.nn.Module, ref: torch.nn.Module, batch: RolloutBatch, temperature: float,
+    policy: torch.nn.Module,
+    ref: torch.nn.Module,
+    batch: RolloutBatch,
+    temperature: float,
     rows: int = 64,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Mean per-token entropy of `policy` and exact KL(policy || ref), both over the whole
     vocabulary at the sampling temperature, on the batch's response tokens (`rows` at a
     time, which bounds the logits' memory for a large vocabulary)."""
@@ -74,8 +77,15 @@ def greedy_metrics(
         scores.setdefault(ex.difficulty, []).append(score)
         for key, value in (data.diagnostics(ex, r.text) if data.diagnostics else {}).items():
             extras.setdefault(key, []).append(value)
-        samples.append({"split": split, "prompt": ex.prompt, "completion": r.text,
-                        "answer": ex.answer, "score": score})  # fmt: skip
+        samples.append(
+            {
+                "split": split,
+                "prompt": ex.prompt,
+                "completion": r.text,
+                "answer": ex.answer,
+                "score": score,
+            }
+        )
     flat = [s for level in scores.values() for s in level]
     metrics = {"accuracy": sum(flat) / len(flat)}
     metrics.update({f"accuracy_d{k}": sum(v) / len(v) for k, v in sorted(scores.items())})
@@ -84,10 +94,16 @@ def greedy_metrics(
 
 
 def sampled_metrics(
-    examples: list[Example], drawn: list[Rollout], k: int, data: PromptSet, pad: int,
-    policy: torch.nn.Module, ref: torch.nn.Module, temperature: float,
+    examples: list[Example],
+    drawn: list[Rollout],
+    k: int,
+    data: PromptSet,
+    pad: int,
+    policy: torch.nn.Module,
+    ref: torch.nn.Module,
+    temperature: float,
     pixels: torch.Tensor | None = None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Sampled accuracy, pass@k, informative share, length, entropy and KL to the base from
     `drawn`: k rollouts per example, each example's contiguous (`pixels`: per rollout)."""
     right = torch.tensor([data.verify(examples[r.prompt_index], r.text) for r in drawn])
@@ -103,10 +119,16 @@ def sampled_metrics(
 
 
 def evaluate_split(
-    generate: Generate, data: PromptSet, split: str, sampling: SamplingConfig, k: int,
-    pad: int, policy: torch.nn.Module, ref: torch.nn.Module,
+    generate: Generate,
+    data: PromptSet,
+    split: str,
+    sampling: SamplingConfig,
+    k: int,
+    pad: int,
+    policy: torch.nn.Module,
+    ref: torch.nn.Module,
     pixels: Callable[[list[Example], list[Rollout]], torch.Tensor | None] | None = None,
-) -> tuple[dict[str, float], list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Every metric of the module docstring for `split`, prefixed `<split>_`, and the greedy
     sample rows. `sampling` is the rollout's (its temperature and length); `pixels` gives
     a vision-language policy's pixel values per rollout."""
@@ -115,8 +137,17 @@ def evaluate_split(
     metrics, samples = greedy_metrics(examples, generate(examples, 1, greedy), data, split)
     if k:
         drawn = generate(examples, k, sampling.model_copy(update={"seed": EVAL_SEED}))
-        metrics.update(sampled_metrics(
-            examples, drawn, k, data, pad, policy, ref, sampling.temperature,
-            pixels(examples, drawn) if pixels else None,
-        ))  # fmt: skip
+        metrics.update(
+            sampled_metrics(
+                examples,
+                drawn,
+                k,
+                data,
+                pad,
+                policy,
+                ref,
+                sampling.temperature,
+                pixels(examples, drawn) if pixels else None,
+            )
+        )
     return {f"{split}_{key}": v for key, v in metrics.items()}, samples

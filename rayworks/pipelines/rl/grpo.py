@@ -30,19 +30,37 @@ def estimate(cfg: RLConfig, batch: RolloutBatch, values: None, step: int) -> Est
 
 # What `rayworks bench grpo` tabulates and plots beside the headline (greedy test accuracy):
 # rl/evaluate.py defines each; `_gain` is the change from the base (step 0) in the same run.
-REPORT = ("test_accuracy_gain", "test_sampled_accuracy", "test_sampled_accuracy_gain",
-          "test_pass_at_k", "test_kl_base", "test_entropy", "test_response_len",
-          "val_accuracy", "val_sampled_accuracy", "seconds_per_step")  # fmt: skip
-CURVES = ("test_sampled_accuracy", "test_pass_at_k", "test_kl_base", "test_entropy",
-          "test_response_len")  # fmt: skip
+REPORT = (
+    "test_accuracy_gain",
+    "test_sampled_accuracy",
+    "test_sampled_accuracy_gain",
+    "test_pass_at_k",
+    "test_kl_base",
+    "test_entropy",
+    "test_response_len",
+    "val_accuracy",
+    "val_sampled_accuracy",
+    "seconds_per_step",
+)
+CURVES = (
+    "test_sampled_accuracy",
+    "test_pass_at_k",
+    "test_kl_base",
+    "test_entropy",
+    "test_response_len",
+)
 
 
 @pipeline(
-    "grpo", config=RLConfig, kind="job", headline=("test_accuracy", "max"),
+    "grpo",
+    config=RLConfig,
+    kind="job",
+    headline=("test_accuracy", "max"),
     # the no-signal control: the same run with each batch's rewards permuted over its rows
     ablations={"shuffled": ("shuffle_rewards=true",)},
-    report=REPORT, curves=CURVES,
-)  # fmt: skip
+    report=REPORT,
+    curves=CURVES,
+)
 def run(cfg: RLConfig, ctx: RunContext) -> dict[str, float]:
     """GRPO: group-normalised outcome advantages, no critic (Ray Train learner + engines)."""
     return run_rl(cfg, ctx, estimate)

@@ -88,9 +88,15 @@ class StepDriver:
     """Rank 0's side of a step: prompts, rollouts, rewards, critics, evaluation, weight sync."""
 
     def __init__(
-        self, cfg: RLConfig, ctx: RunContext, engines: list[Any], critics: list[Any],
-        estimate: EstimateFn, pad: int, processor: Any = None,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: RLConfig,
+        ctx: RunContext,
+        engines: list[Any],
+        critics: list[Any],
+        estimate: EstimateFn,
+        pad: int,
+        processor: Any = None,
+    ) -> None:
         self.cfg, self.ctx, self.engines, self.critics = cfg, ctx, engines, critics
         self.estimate, self.pad, self.processor = estimate, pad, processor
         self.data = prompt_set(cfg)  # the same for every RL seed and arm
@@ -191,9 +197,15 @@ class StepDriver:
         """Held-out metrics of `split` through the engines (rl/evaluate.py lists them)."""
         metrics, samples = evaluate_split(
             lambda examples, n, sampling: self.rollouts(examples, n, sampling, step),
-            self.data, split, self.cfg.rollout.sampling, self.cfg.eval.samples_per_prompt,
-            self.pad, policy, ref, self.eval_pixels if self.processor is not None else None,
-        )  # fmt: skip
+            self.data,
+            split,
+            self.cfg.rollout.sampling,
+            self.cfg.eval.samples_per_prompt,
+            self.pad,
+            policy,
+            ref,
+            self.eval_pixels if self.processor is not None else None,
+        )
         return metrics, samples[: self.cfg.eval.samples]
 
     def eval_pixels(self, examples: list[Example], drawn: list[Rollout]) -> torch.Tensor | None:
@@ -231,9 +243,13 @@ def logp_of(model: Any, batch: RolloutBatch, temperature: float = 1.0) -> torch.
 
 
 def monitors(
-    logp: torch.Tensor, sub: RolloutBatch, ref: Any, ref_logp: torch.Tensor | None,
-    cfg: RLConfig, step: int,
-) -> dict[str, float]:  # fmt: skip
+    logp: torch.Tensor,
+    sub: RolloutBatch,
+    ref: Any,
+    ref_logp: torch.Tensor | None,
+    cfg: RLConfig,
+    step: int,
+) -> dict[str, float]:
     """KL to the reference and the engine-vs-learner logprob gap, on the step's first
     minibatch before any update (free: its forward is the training forward)."""
     mask = sub.response_mask
@@ -248,9 +264,14 @@ def monitors(
 
 
 def policy_update(
-    learner: Learner, ref: Any, batch: RolloutBatch, est: Estimate, cfg: RLConfig, d: Dist,
+    learner: Learner,
+    ref: Any,
+    batch: RolloutBatch,
+    est: Estimate,
+    cfg: RLConfig,
+    d: Dist,
     step: int,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """`ppo_epochs` x `minibatches` clipped-ratio steps; every rank trains on its share."""
     loss_cfg, temp = cfg.loss, cfg.rollout.sampling.temperature
     ref_logp = logp_of(ref, batch, temp) if loss_cfg.kl_coef else None  # KL needs every row
@@ -275,12 +296,18 @@ def policy_update(
                 watched = monitors(logp.detach(), sub, ref, sub_ref, cfg, step)
             part = est.select(rows)
             loss, st = loss_fn(
-                logp, old_logp[rows], part.advantages, sub.response_mask,
-                eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high,
-                adv_mask=part.adv_mask, entropy=entropy,
-                entropy_coef=loss_cfg.entropy_coef, entropy_mask=part.entropy_mask,
+                logp,
+                old_logp[rows],
+                part.advantages,
+                sub.response_mask,
+                eps_low=loss_cfg.eps_low,
+                eps_high=loss_cfg.eps_high,
+                adv_mask=part.adv_mask,
+                entropy=entropy,
+                entropy_coef=loss_cfg.entropy_coef,
+                entropy_mask=part.entropy_mask,
                 agg=loss_cfg.agg,
-            )  # fmt: skip
+            )
             if sub_ref is not None:
                 kl = kl_estimate(logp, sub_ref, loss_cfg.kl_estimator)
                 loss = loss + loss_cfg.kl_coef * masked_mean(kl, sub.response_mask)
@@ -313,8 +340,15 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     driver = None
     if d.rank == 0:
         pad_id = getattr(tokenizer, "tokenizer", tokenizer).pad_token_id
-        driver = StepDriver(cfg, ctx, config["engines"], config["critics"],
-                            config["estimate"], pad_id or 0, processor)  # fmt: skip
+        driver = StepDriver(
+            cfg,
+            ctx,
+            config["engines"],
+            config["critics"],
+            config["estimate"],
+            pad_id or 0,
+            processor,
+        )
         if latest is not None:
             driver.resume(latest, start, learner.module.state_dict())
     if latest is not None:
@@ -358,9 +392,14 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
 
 
 def evaluate_and_log(
-    driver: StepDriver | None, ctx: RunContext, d: Dist, step: int,
-    policy: torch.nn.Module, ref: torch.nn.Module, train_samples: list[dict] | None = None,
-) -> None:  # fmt: skip
+    driver: StepDriver | None,
+    ctx: RunContext,
+    d: Dist,
+    step: int,
+    policy: torch.nn.Module,
+    ref: torch.nn.Module,
+    train_samples: list[dict] | None = None,
+) -> None:
     """Held-out metrics of every `eval.splits` at `step` (all ranks log them); samples to
     artifacts/samples/."""
     metrics: dict[str, float] = {}

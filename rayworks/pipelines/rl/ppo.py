@@ -20,8 +20,9 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.registry import pipeline
 
 
-def gae(cfg: PPOConfig, batch: RolloutBatch, values: torch.Tensor, lam: float | None = None
-        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def gae(
+    cfg: PPOConfig, batch: RolloutBatch, values: torch.Tensor, lam: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns) of GAE on `values` (B, T) with the outcome reward at the end."""
     rewards = outcome_to_token_rewards(batch.rewards, batch.response_mask)
     lam = cfg.critic.lam if lam is None else lam

@@ -160,8 +160,10 @@ def split_prompt_files(
     for line in main.kept:
         name = split_of(line.example.prompt)
         hashed["train" if name in own else name].append(line)
-    held = {name: [ln.example for ln in (own[name].kept if name in own else hashed[name])]
-            for name in ("val", "test")}  # fmt: skip
+    held = {
+        name: [ln.example for ln in (own[name].kept if name in own else hashed[name])]
+        for name in ("val", "test")
+    }
     held_out = {e.prompt for examples in held.values() for e in examples}
     rejects = [r for f in (main, *own.values()) for r in f.rejects]
     train = []

@@ -59,8 +59,11 @@ def task_prompts(cfg: RLConfig) -> PromptSet:
     task = get_task(cfg.task)
     seed, n_sft = cfg.policy.sft.seed, cfg.policy.sft.n_train
     seen = {e.prompt + e.scene for e in task.examples(n_sft, "train", seed)}  # an item's key
-    pool = [e for e in task.examples(TRAIN_POOL, "train", seed + RL_STREAM)
-            if e.prompt + e.scene not in seen]  # fmt: skip
+    pool = [
+        e
+        for e in task.examples(TRAIN_POOL, "train", seed + RL_STREAM)
+        if e.prompt + e.scene not in seen
+    ]
     if not pool:
         raise ValueError(f"task {cfg.task!r} has no training prompt outside its SFT data")
     diagnose: Any = getattr(task, "diagnostics", None)

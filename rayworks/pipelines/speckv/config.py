@@ -13,21 +13,38 @@ from rayworks.pipelines.speckv.tasks import TaskConfig
 from rayworks.pipelines.speckv.train import TrainConfig
 
 SMOKE = {
-    "tasks": {"context_len": 96, "value_len": 6, "n_chains": 2, "cwe_counts": [8, 6, 4],
-              "cwe_rare": 2},
+    "tasks": {
+        "context_len": 96,
+        "value_len": 6,
+        "n_chains": 2,
+        "cwe_counts": [8, 6, 4],
+        "cwe_rare": 2,
+    },
     "target": {"d_model": 32, "n_layer": 2, "n_head": 2, "n_kv_head": 1, "max_seq_len": 160},
     "draft": {"d_model": 16, "n_layer": 1, "n_head": 2, "n_kv_head": 1, "max_seq_len": 160},
-    "target_train": {"steps": 40, "batch_size": 4, "log_every": 20, "n_queries": 2,
-                     "warm_context": 32, "warm_steps": 10},
-    "draft_train": {"steps": 20, "batch_size": 4, "log_every": 10, "n_queries": 2,
-                    "warm_context": 32, "warm_steps": 10},
+    "target_train": {
+        "steps": 40,
+        "batch_size": 4,
+        "log_every": 20,
+        "n_queries": 2,
+        "warm_context": 32,
+        "warm_steps": 10,
+    },
+    "draft_train": {
+        "steps": 20,
+        "batch_size": 4,
+        "log_every": 10,
+        "n_queries": 2,
+        "warm_context": 32,
+        "warm_steps": 10,
+    },
     "pc": {"start_layer": 0},
     "n_prompts": 4,
     "budgets": [8, 32],
     "budget": 8,
     "cascade_pc_budget": 32,
     "cascade_kv_budgets": [8],
-}  # fmt: skip
+}
 
 
 class SpecKVConfig(PipelineConfig):
@@ -118,8 +135,15 @@ class SpecKVConfig(PipelineConfig):
 class SnapKVConfig(SpecKVConfig):
     """The `snapkv` baseline arm: the same models, prompts, seed and budgets, SnapKV alone."""
 
-    presets = {"smoke": {**SMOKE, "method": "snapkv", "kv_rows": ["snapkv"], "pc_rows": [],
-                         "cascade_kv_budgets": []}}  # fmt: skip
+    presets = {
+        "smoke": {
+            **SMOKE,
+            "method": "snapkv",
+            "kv_rows": ["snapkv"],
+            "pc_rows": [],
+            "cascade_kv_budgets": [],
+        }
+    }
 
     method: str = Field("snapkv", description=f"headline KV row, one of {list(KV_ROWS)}")
     kv_rows: list[str] = Field(["snapkv"], description="KV-dropping rows evaluated")

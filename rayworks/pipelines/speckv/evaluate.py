@@ -85,11 +85,16 @@ def decode(target, cache: KVCache, first_logits: Tensor, steps: int, eos: int) -
 
 def stack(caches: list[KVCache]) -> KVCache:
     """Caches of equal length per head, stacked along the batch dim."""
-    return KVCache([
-        LayerKV(torch.cat([c.layers[i].k for c in caches]), torch.cat([c.layers[i].v for c in caches]),
-                torch.cat([c.layers[i].pos for c in caches]))
-        for i in range(len(caches[0].layers))
-    ])  # fmt: skip
+    return KVCache(
+        [
+            LayerKV(
+                torch.cat([c.layers[i].k for c in caches]),
+                torch.cat([c.layers[i].v for c in caches]),
+                torch.cat([c.layers[i].pos for c in caches]),
+            )
+            for i in range(len(caches[0].layers))
+        ]
+    )
 
 
 def decode_batch(
@@ -114,8 +119,13 @@ def lookahead_rows(target, cache: KVCache, lookahead: Tensor, n: int) -> list[Te
     """Target attention rows [1, H, L, n] (prompt keys only) of the lookahead ŷ re-encoded on
     top of the prompt cache (the lookahead part of SpecKV's observation window)."""
     rows: list[Tensor] = []
-    forward(target, lookahead, cache=cache.crop(n), record=lambda _l, p: rows.append(p[..., :n]),
-            logits_rows=slice(-1, None))  # fmt: skip
+    forward(
+        target,
+        lookahead,
+        cache=cache.crop(n),
+        record=lambda _l, p: rows.append(p[..., :n]),
+        logits_rows=slice(-1, None),
+    )
     return rows
 
 
@@ -129,18 +139,32 @@ def recall_at(keep: list[Tensor], mass: list[Tensor]) -> float:
 
 
 def evaluate_prompt(
-    models: dict, prompt: Tensor, answer: list[int], task: str, budgets: list[int],
-    kv_cfg: KVPolicyConfig, pc_cfg: SpecPCConfig, pc_rows: list[str], cascade: dict[str, list[int]],
-    eos: int, generator: torch.Generator, kv_rows: list[str] | tuple[str, ...] = KV_ROWS,
-) -> PromptResult:  # fmt: skip
+    models: dict,
+    prompt: Tensor,
+    answer: list[int],
+    task: str,
+    budgets: list[int],
+    kv_cfg: KVPolicyConfig,
+    pc_cfg: SpecPCConfig,
+    pc_rows: list[str],
+    cascade: dict[str, list[int]],
+    eos: int,
+    generator: torch.Generator,
+    kv_rows: list[str] | tuple[str, ...] = KV_ROWS,
+) -> PromptResult:
     """All rows at all budgets on one prompt [1, n] (answer = gold ids incl. eos)."""
     target, n, steps = models["target"], prompt.shape[1], len(answer) + 1
     res = PromptResult(task, n, False)
     t0 = time.perf_counter()
     full_probs: list[Tensor] = []
     full = KVCache()
-    logits = forward(target, prompt, cache=full, record=lambda _l, p: full_probs.append(p),
-                     logits_rows=slice(-1, None))[:, -1]  # fmt: skip
+    logits = forward(
+        target,
+        prompt,
+        cache=full,
+        record=lambda _l, p: full_probs.append(p),
+        logits_rows=slice(-1, None),
+    )[:, -1]
     res.timings["prefill_seconds"] = time.perf_counter() - t0
     res.timings["kv_bytes_full"] = float(full.nbytes())
     t0 = time.perf_counter()
@@ -191,11 +215,13 @@ def evaluate_prompt(
                 )
         if pc_rows:
             idx = [
-                recency_tokens(n, budget) if row == "pc_recency"
-                else random_tokens(n, budget, pc_cfg.window, generator) if row == "pc_random"
+                recency_tokens(n, budget)
+                if row == "pc_recency"
+                else random_tokens(n, budget, pc_cfg.window, generator)
+                if row == "pc_random"
                 else select_tokens(pc_scores[row], budget, pc_cfg)
                 for row in pc_rows
-            ]  # fmt: skip
+            ]
             ids = torch.stack([prompt[0, i] for i in idx])
             cache = KVCache()
             first = forward(target, ids, cache=cache, logits_rows=slice(-1, None))[:, -1]
@@ -215,9 +241,13 @@ def evaluate_prompt(
 
 
 def pc_token_scores(
-    pc_rows: list[str], draft_log: AttentionLog | None, full_probs: list[Tensor],
-    oracle_rows: list[Tensor], n: int, cfg: SpecPCConfig,
-) -> dict[str, Tensor]:  # fmt: skip
+    pc_rows: list[str],
+    draft_log: AttentionLog | None,
+    full_probs: list[Tensor],
+    oracle_rows: list[Tensor],
+    n: int,
+    cfg: SpecPCConfig,
+) -> dict[str, Tensor]:
     """SpecPC token scores [n] of the scored prompt-compression rows. The `oracle` row scores
     with the target itself: its last-window prefill rows and one row per token of its own
     full-cache answer (teacher-forced, all layers)."""
@@ -240,17 +270,29 @@ def pc_token_scores(
 
 
 def cascade_row(
-    target, ids: Tensor, lookahead: Tensor, budget: int, cfg: KVPolicyConfig, steps: int,
-    eos: int, answer: list[int], reference: list[int],
-) -> Outcome:  # fmt: skip
+    target,
+    ids: Tensor,
+    lookahead: Tensor,
+    budget: int,
+    cfg: KVPolicyConfig,
+    steps: int,
+    eos: int,
+    answer: list[int],
+    reference: list[int],
+) -> Outcome:
     """SpecKV-PC: SpecKV on the SpecPC-compressed prompt with SpecPC's draft output ŷ
     (`reference`: the target's full-cache answer, for `Outcome.agrees`)."""
     n = ids.shape[1]
     probs: list[Tensor] = []
     cache = KVCache()
-    logits = forward(target, ids, cache=cache, record=lambda _l, p: probs.append(p),
-                     record_rows=slice(-(min(cfg.window, budget) + 1), None),
-                     logits_rows=slice(-1, None))[:, -1]  # fmt: skip
+    logits = forward(
+        target,
+        ids,
+        cache=cache,
+        record=lambda _l, p: probs.append(p),
+        record_rows=slice(-(min(cfg.window, budget) + 1), None),
+        logits_rows=slice(-1, None),
+    )[:, -1]
     look = lookahead_rows(target, cache, lookahead, n)
     n_kv = cache.layers[0].k.shape[1]
     keep = [

@@ -149,9 +149,13 @@ def greedy_continue(
 
     hook = rec if record is not None else None
     logits = forward(
-        model, ids, cache=cache, logits_rows=slice(-1, None), record=hook,
+        model,
+        ids,
+        cache=cache,
+        logits_rows=slice(-1, None),
+        record=hook,
         record_rows=slice(ids.shape[1] - prefill_rows, None),
-    )  # fmt: skip
+    )
     for _ in range(steps):
         tok = int(logits[0, -1].argmax())
         out.append(tok)
@@ -177,9 +181,13 @@ def observation_probs(
     probs: list[Tensor] = []
     cache = KVCache()
     logits = forward(
-        target, seq, cache=cache, record=lambda _l, p: probs.append(p),
-        record_rows=slice(seq.shape[1] - span, None), logits_rows=slice(n - 1, n),
-    )  # fmt: skip
+        target,
+        seq,
+        cache=cache,
+        record=lambda _l, p: probs.append(p),
+        record_rows=slice(seq.shape[1] - span, None),
+        logits_rows=slice(n - 1, n),
+    )
     return cache.crop(n), probs, logits[:, -1]
 
 

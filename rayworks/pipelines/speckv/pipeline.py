@@ -37,9 +37,16 @@ def run_grid(cfg: SpecKVConfig, ctx: RunContext) -> dict[str, float]:
     t0 = time.perf_counter()
     ctx.progress(cfg.target_train.steps + cfg.draft_train.steps, "speckv: train target + draft")
     dirs = cached_models(
-        cfg.target, cfg.draft, cfg.tasks, cfg.target_train, cfg.draft_train, cfg.weak_fraction,
-        cfg.seed, ctx.cache_root, log=lambda step, rec: ctx.log(step, **rec),
-    )  # fmt: skip
+        cfg.target,
+        cfg.draft,
+        cfg.tasks,
+        cfg.target_train,
+        cfg.draft_train,
+        cfg.weak_fraction,
+        cfg.seed,
+        ctx.cache_root,
+        log=lambda step, rec: ctx.log(step, **rec),
+    )
     train_seconds = time.perf_counter() - t0
     models = load_models(dirs)
     tok = make_tokenizer()
@@ -52,10 +59,22 @@ def run_grid(cfg: SpecKVConfig, ctx: RunContext) -> dict[str, float]:
     with torch.no_grad():
         for i, ex in enumerate(examples):
             prompt = torch.tensor([encode(tok, ex.prompt)])
-            results.append(evaluate_prompt(
-                models, prompt, encode(tok, ex.answer), ex.task, sorted(cfg.budgets), cfg.kv,
-                cfg.pc, cfg.pc_rows, cascade, tok.eos_token_id, generator, cfg.kv_rows,
-            ))  # fmt: skip
+            results.append(
+                evaluate_prompt(
+                    models,
+                    prompt,
+                    encode(tok, ex.answer),
+                    ex.task,
+                    sorted(cfg.budgets),
+                    cfg.kv,
+                    cfg.pc,
+                    cfg.pc_rows,
+                    cascade,
+                    tok.eos_token_id,
+                    generator,
+                    cfg.kv_rows,
+                )
+            )
             if (i + 1) % max(1, len(examples) // 10) == 0:
                 ctx.record(i + 1, prompts_done=i + 1)
     eval_seconds = time.perf_counter() - t0
@@ -63,15 +82,27 @@ def run_grid(cfg: SpecKVConfig, ctx: RunContext) -> dict[str, float]:
     summary = paired_summary(results, cfg)
     for budget in sorted(cfg.budgets):
         at = {f"{r['row']}_accuracy": r["accuracy"] for r in rows if r["budget"] == budget}
-        at.update({f"{r['row']}_recall": r["recall"] for r in rows
-                   if r["budget"] == budget and not math.isnan(r["recall"])})  # fmt: skip
+        at.update(
+            {
+                f"{r['row']}_recall": r["recall"]
+                for r in rows
+                if r["budget"] == budget and not math.isnan(r["recall"])
+            }
+        )
         ctx.log(budget, accuracy=at[f"{cfg.method}_accuracy"], **at)
     write_report(ctx.artifacts_dir, rows, results, cfg)
-    ctx.write_jsonl("prompts.jsonl", [
-        {"task": r.task, "n": r.n_prompt, "full_correct": r.full_correct,
-         **{f"{k[0]}@{k[1]}": o.correct for k, o in r.outcomes.items()}}
-        for r in results
-    ])  # fmt: skip
+    ctx.write_jsonl(
+        "prompts.jsonl",
+        [
+            {
+                "task": r.task,
+                "n": r.n_prompt,
+                "full_correct": r.full_correct,
+                **{f"{k[0]}@{k[1]}": o.correct for k, o in r.outcomes.items()},
+            }
+            for r in results
+        ],
+    )
     (ctx.artifacts_dir / "models.json").write_text(json.dumps({k: str(v) for k, v in dirs.items()}))
     summary.update(
         train_seconds=train_seconds,
@@ -99,8 +130,15 @@ def run(cfg: SpecKVConfig, ctx: RunContext) -> dict[str, float]:
     return run_grid(cfg, ctx)
 
 
-@pipeline("snapkv", config=SnapKVConfig, kind="task", headline=("accuracy", "max"),
-          resources={"CPU": 2}, report=("accuracy_full", "recall"), curves=("accuracy",))  # fmt: skip
+@pipeline(
+    "snapkv",
+    config=SnapKVConfig,
+    kind="task",
+    headline=("accuracy", "max"),
+    resources={"CPU": 2},
+    report=("accuracy_full", "recall"),
+    curves=("accuracy",),
+)
 def run_snapkv(cfg: SnapKVConfig, ctx: RunContext) -> dict[str, float]:
     """SnapKV (prompt-window attention scores the KV cache) on the same models and prompts."""
     return run_grid(cfg, ctx)

@@ -118,9 +118,13 @@ def draft_pass(
 
 
 def specpc_indices(
-    draft, prompt_ids: Tensor, budget: int, cfg: SpecPCConfig, max_new_tokens: int,
+    draft,
+    prompt_ids: Tensor,
+    budget: int,
+    cfg: SpecPCConfig,
+    max_new_tokens: int,
     eos: int | None,
-) -> tuple[Tensor, Tensor]:  # fmt: skip
+) -> tuple[Tensor, Tensor]:
     """SpecPC end to end: (kept positions [<= C], the draft output ŷ [1, L'])."""
     with torch.no_grad():
         out, log = draft_pass(draft, prompt_ids, cfg, max(max_new_tokens, cfg.lookahead + 1), eos)

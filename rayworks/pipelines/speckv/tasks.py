@@ -137,9 +137,10 @@ def _records(n: int, rng: random.Random, cfg: TaskConfig) -> list[list[str]]:
 def record_keys(context: list[str]) -> list[str]:
     """The keys of a retrieval context: value tokens that start a run of value tokens."""
     return [
-        t for i, t in enumerate(context)
+        t
+        for i, t in enumerate(context)
         if t.startswith("v") and (i == 0 or not context[i - 1].startswith("v"))
-    ]  # fmt: skip
+    ]
 
 
 def recall(cfg: TaskConfig, rng: random.Random) -> Example:

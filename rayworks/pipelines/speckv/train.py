@@ -103,9 +103,12 @@ def init_decoder(spec: DecoderSpec, tokenizer, init_std: float | None) -> LlamaF
     value token" plateau within the CPU budget (the context moved the logits by < 0.01
     after 400 steps); at std d^-1/2 a 32-token probe left it after ~300 steps."""
     config = llama_config(
-        spec, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id,
+        spec,
+        len(tokenizer),
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
         tokenizer.pad_token_id,
-    )  # fmt: skip
+    )
     config.initializer_range = init_std or spec.d_model**-0.5
     return LlamaForCausalLM(config)
 

@@ -94,7 +94,7 @@ class TrustGRPOConfig(RLConfig):
             "learner": {"max_steps": 3, "eval_every": 2, "checkpoint_every": 2},
             "eval": {"n_val": 4, "n_test": 4, "samples": 2, "samples_per_prompt": 2},
         },
-    }  # fmt: skip
+    }
 
     task: str = Field("shapes", description="image task with an outcome verifier and step checker")
     policy: VLMPolicyConfig = Field(default_factory=VLMPolicyConfig)  # type: ignore[assignment]
@@ -122,11 +122,19 @@ class TrustGRPOConfig(RLConfig):
         return [
             outcome,
             RewardSpec(name="trm", label="thinking", weight=0.0, kwargs=trm),
-            RewardSpec(name="task_metric", label="steps", weight=0.0,
-                       kwargs={"task": self.task, "metric": "step_score"}),
-            RewardSpec(name="task_metric", label="hack", weight=0.0,
-                       kwargs={"task": self.task, "metric": "hack_score"}),
-        ]  # fmt: skip
+            RewardSpec(
+                name="task_metric",
+                label="steps",
+                weight=0.0,
+                kwargs={"task": self.task, "metric": "step_score"},
+            ),
+            RewardSpec(
+                name="task_metric",
+                label="hack",
+                weight=0.0,
+                kwargs={"task": self.task, "metric": "hack_score"},
+            ),
+        ]
 
     def anneal_horizon(self) -> int:
         """T of eq 5: `thinking.anneal_steps`, else the run's total steps."""

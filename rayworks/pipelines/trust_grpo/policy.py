@@ -48,8 +48,10 @@ def encode_rows(processor: Any, examples: list[Example], completions: list[str])
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, (row, target) in enumerate(zip(rows, targets, strict=True)):
         ids[i, : len(row)], labels[i, : len(row)], mask[i, : len(row)] = (
-            torch.tensor(row), torch.tensor(target), 1,
-        )  # fmt: skip
+            torch.tensor(row),
+            torch.tensor(target),
+            1,
+        )
     return ids, mask, labels
 
 

@@ -68,9 +68,11 @@ class ThinkingRewardModel(torch.nn.Module):
         """Score logits (B,); sigmoid gives the score in [0, 1]."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         out = self.backbone.model(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
             pixel_values=pixel_values,
-        )  # fmt: skip
+        )
         return self.head(out.last_hidden_state[:, -1]).squeeze(-1)
 
     def save(self, folder: Path) -> None:
@@ -98,8 +100,11 @@ def encode(processor: Any, texts: list[str], images: list[Any]) -> dict[str, tor
     for i, row in enumerate(rows):
         ids[i, width - len(row) :] = torch.as_tensor(row)
         mask[i, width - len(row) :] = 1
-    return {"input_ids": ids, "attention_mask": mask,
-            "pixel_values": pixel_values(processor, images)}  # fmt: skip
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "pixel_values": pixel_values(processor, images),
+    }
 
 
 def tuples(
@@ -117,9 +122,12 @@ def tuples(
 
 
 def score(
-    model: ThinkingRewardModel, processor: Any, prompts: list[str], completions: list[str],
+    model: ThinkingRewardModel,
+    processor: Any,
+    prompts: list[str],
+    completions: list[str],
     images: list[Any],
-) -> list[float]:  # fmt: skip
+) -> list[float]:
     """The TRM's score in [0, 1] of each (prompt, completion, image), 64 rows per forward."""
     texts = [thinking_text(p, c) for p, c in zip(prompts, completions, strict=True)]
     scores = []

@@ -67,9 +67,13 @@ def released_thinking(outcome: torch.Tensor, thinking: torch.Tensor, query: floa
 
 
 def combined_rewards(
-    outcome: torch.Tensor, thinking: torch.Tensor, group: int, step: int, horizon: int,
+    outcome: torch.Tensor,
+    thinking: torch.Tensor,
+    group: int,
+    step: int,
+    horizon: int,
     cfg: ThinkingConfig,
-) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+) -> tuple[torch.Tensor, dict[str, float]]:
     """R_i of eq 5 for a batch of contiguous groups, and the logged trust statistics."""
     anneal = anneal_factor(step, horizon) if cfg.anneal else 1.0
     rewards, gammas, one_sided = [], [], 0
@@ -96,16 +100,22 @@ def estimate(cfg: TrustGRPOConfig, batch: RolloutBatch, values: None, step: int)
     """GRPO advantages of the trust-weighted, annealed reward."""
     g = cfg.rollout.group_size
     rewards, stats = combined_rewards(
-        batch.parts["outcome"], batch.parts["thinking"], g, step, cfg.anneal_horizon(),
+        batch.parts["outcome"],
+        batch.parts["thinking"],
+        g,
+        step,
+        cfg.anneal_horizon(),
         cfg.thinking,
-    )  # fmt: skip
+    )
     adv, _ = ADVANTAGES["grpo"](rewards, batch.response_mask, g, scale=cfg.loss.grpo_scale)
     spread = rewards.view(-1, g).std(dim=1, unbiased=False) > 0
-    stats.update({
-        "combined_reward": float(rewards.mean()),
-        "adv_abs": float(masked_mean(adv.abs(), batch.response_mask)),
-        "informative_groups": float(spread.float().mean()),
-    })  # fmt: skip
+    stats.update(
+        {
+            "combined_reward": float(rewards.mean()),
+            "adv_abs": float(masked_mean(adv.abs(), batch.response_mask)),
+            "informative_groups": float(spread.float().mean()),
+        }
+    )
     return Estimate(advantages=adv, stats=stats)
 
 
@@ -122,12 +132,30 @@ def run_trust(cfg: TrustGRPOConfig, ctx: RunContext) -> dict[str, float]:
     return run_rl(cfg, ctx, estimate, models=(policy, None, extra))
 
 
-REPORT = ("base_test_accuracy", "test_step_correct", "test_hack", "reward/hack", "gamma_mean",
-          "gamma_lt1_frac", "eff_weight", "reward/thinking", "trm_corr",
-          "test_sampled_accuracy", "test_pass_at_k", "test_kl_base", "test_entropy",
-          "test_response_len")  # fmt: skip
-CURVES = ("reward/hack", "reward/steps", "reward/outcome", "test_step_correct", "gamma_mean",
-          "eff_weight")  # fmt: skip
+REPORT = (
+    "base_test_accuracy",
+    "test_step_correct",
+    "test_hack",
+    "reward/hack",
+    "gamma_mean",
+    "gamma_lt1_frac",
+    "eff_weight",
+    "reward/thinking",
+    "trm_corr",
+    "test_sampled_accuracy",
+    "test_pass_at_k",
+    "test_kl_base",
+    "test_entropy",
+    "test_response_len",
+)
+CURVES = (
+    "reward/hack",
+    "reward/steps",
+    "reward/outcome",
+    "test_step_correct",
+    "gamma_mean",
+    "eff_weight",
+)
 VARIANTS = {
     "no-trust-no-anneal": ("thinking.trust=false", "thinking.anneal=false"),
     "anneal-only": ("thinking.trust=false",),

@@ -70,12 +70,19 @@ class TTCConfig(PipelineConfig):
             "budgets": [1, 2, 4],
             "budget": 4,
             "theory_sizes": [8],
-            "sampler": {"n_queries": 6, "pool_size": 8, "max_new_tokens": 40, "min_digits": 1,
-                        "max_digits": 5, "entropy_samples": 4, "num_tasks": 1,
-                        "model": {"d_model": 32, "n_layer": 1, "n_head": 2},
-                        "sft": {"steps": 40, "n_train": 300, "n_test": 0, "batch_size": 16}},
+            "sampler": {
+                "n_queries": 6,
+                "pool_size": 8,
+                "max_new_tokens": 40,
+                "min_digits": 1,
+                "max_digits": 5,
+                "entropy_samples": 4,
+                "num_tasks": 1,
+                "model": {"d_model": 32, "n_layer": 1, "n_head": 2},
+                "sft": {"steps": 40, "n_train": 300, "n_test": 0, "batch_size": 16},
+            },
         },
-    }  # fmt: skip
+    }
 
     level: Literal["simulator", "sampler"] = Field(
         "simulator", description="simulator: known Delta; sampler: a trained policy"

@@ -64,11 +64,18 @@ def sampler_level(cfg: TTCConfig, ctx: RunContext) -> tuple[int, Evaluate, dict[
 
     extra = separation(draws, cfg.sampler.entropy_samples, cfg.seed)
     extra["pool_pass_rate"] = float(np.mean([d.correct for row in draws for d in row]))
-    ctx.write_jsonl("queries.jsonl", [
-        {"prompt": e.prompt, "answer": e.answer, "pass_rate": sum(d.correct for d in row) / len(row),
-         "answers": [d.answer for d in row[: cfg.sampler.entropy_samples]]}
-        for e, row in zip(items, draws, strict=True)
-    ])  # fmt: skip
+    ctx.write_jsonl(
+        "queries.jsonl",
+        [
+            {
+                "prompt": e.prompt,
+                "answer": e.answer,
+                "pass_rate": sum(d.correct for d in row) / len(row),
+                "answers": [d.answer for d in row[: cfg.sampler.entropy_samples]],
+            }
+            for e, row in zip(items, draws, strict=True)
+        ],
+    )
     return len(draws), evaluate, extra
 
 

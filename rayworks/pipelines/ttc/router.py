@@ -75,8 +75,14 @@ from rayworks.platform.serve_limits import (
 )
 
 DIRECT_APP, DIRECT_PREFIX = "rayworks-direct", "/direct"  # the plain model app (benchmarks)
-ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/batch/completions", "/v1/models",
-          "/metrics", "/health")  # fmt: skip
+ROUTES = (
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v1/batch/completions",
+    "/v1/models",
+    "/metrics",
+    "/health",
+)
 
 
 class ModelServer:
@@ -92,8 +98,13 @@ class ModelServer:
     ) -> dict[str, Any]:
         """One sample per prompt row: `{"rows": [(text, generated tokens), ...]}`, or
         `{"error": ..., "status": ...}` for a request the engine refuses."""
-        req = CompletionRequest(prompt=prompts, max_tokens=max_tokens, temperature=temperature,
-                                top_p=top_p, stop=stop or None)  # fmt: skip
+        req = CompletionRequest(
+            prompt=prompts,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop=stop or None,
+        )
         try:
             gen = self.engine.run(req)
             for _ in gen.events:
@@ -111,22 +122,49 @@ class RouterMetrics:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = reg = CollectorRegistry()
-        self.requests = Counter("rayworks_ttc_requests", "HTTP requests by route and status",
-                                ["route", "status"], registry=reg)  # fmt: skip
-        self.latency = Histogram("rayworks_ttc_latency_seconds", "request latency", ["route"],
-                                 registry=reg,
-                                 buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))  # fmt: skip
-        self.samples = Histogram("rayworks_ttc_samples_per_prompt", "samples drawn per prompt",
-                                 registry=reg, buckets=(1, 2, 4, 8, 16, 32, 64, 128))  # fmt: skip
+        self.requests = Counter(
+            "rayworks_ttc_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=reg,
+        )
+        self.latency = Histogram(
+            "rayworks_ttc_latency_seconds",
+            "request latency",
+            ["route"],
+            registry=reg,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+        )
+        self.samples = Histogram(
+            "rayworks_ttc_samples_per_prompt",
+            "samples drawn per prompt",
+            registry=reg,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+        )
         self.budget_used = Histogram(
-            "rayworks_ttc_budget_used_ratio", "spent / budget per prompt (samples or tokens)",
-            registry=reg, buckets=(0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 4))  # fmt: skip
-        self.window = Histogram("rayworks_ttc_window_prompts", "prompts allocated together",
-                                registry=reg, buckets=(1, 2, 4, 8, 16, 32, 64))  # fmt: skip
-        self.retries = Counter("rayworks_ttc_model_retries", "model calls retried after a "
-                               "replica failure", ["model"], registry=reg)  # fmt: skip
-        self.in_flight = Gauge("rayworks_ttc_model_calls_in_flight", "model-deployment calls "
-                               "awaiting their replica", ["model"], registry=reg)  # fmt: skip
+            "rayworks_ttc_budget_used_ratio",
+            "spent / budget per prompt (samples or tokens)",
+            registry=reg,
+            buckets=(0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 4),
+        )
+        self.window = Histogram(
+            "rayworks_ttc_window_prompts",
+            "prompts allocated together",
+            registry=reg,
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+        )
+        self.retries = Counter(
+            "rayworks_ttc_model_retries",
+            "model calls retried after a replica failure",
+            ["model"],
+            registry=reg,
+        )
+        self.in_flight = Gauge(
+            "rayworks_ttc_model_calls_in_flight",
+            "model-deployment calls awaiting their replica",
+            ["model"],
+            registry=reg,
+        )
 
     def observe_results(self, results: list[dict[str, Any]]) -> None:
         for r in results:
@@ -145,8 +183,14 @@ class Router:
     """The ingress replica: checks requests, batches them by window, runs the allocation
     against the model deployments' handles and shapes the replies."""
 
-    def __init__(self, settings: dict, models: dict[str, Any], model_dirs: dict[str, str],
-                 api_key: str | None, docs: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: dict,
+        models: dict[str, Any],
+        model_dirs: dict[str, str],
+        api_key: str | None,
+        docs: bool = False,
+    ) -> None:
         from ray.exceptions import ActorUnavailableError, RayActorError
         from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableError
 
@@ -160,18 +204,24 @@ class Router:
         self.contexts = {name: _context_length(d) for name, d in model_dirs.items()}
         self.next_model = itertools.cycle(list(models))
         self.metrics = RouterMetrics()
-        self.replica_errors = (RayActorError, ActorUnavailableError, ReplicaUnavailableError,
-                               DeploymentUnavailableError)  # fmt: skip
-        self.batcher = WindowBatcher(self.settings.window_ms / 1000,
-                                     self.settings.max_window_prompts, self._run_window)  # fmt: skip
+        self.replica_errors = (
+            RayActorError,
+            ActorUnavailableError,
+            ReplicaUnavailableError,
+            DeploymentUnavailableError,
+        )
+        self.batcher = WindowBatcher(
+            self.settings.window_ms / 1000, self.settings.max_window_prompts, self._run_window
+        )
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_router_app(self)
 
     async def _run_window(self, jobs: list[Job]) -> None:
         self.metrics.window.observe(sum(len(j.queries) for j in jobs))
-        await run_window(jobs, self.call_model, self.pattern, self.oracle,
-                         self.settings.rows_per_call)  # fmt: skip
+        await run_window(
+            jobs, self.call_model, self.pattern, self.oracle, self.settings.rows_per_call
+        )
 
     async def complete(self, body: RouterFields, prompts: list[str]) -> tuple[str, list[dict]]:
         """Validate, queue into the current window, wait: (model name, per-prompt results).
@@ -199,8 +249,12 @@ class Router:
         if requested is None:
             return next(self.next_model)  # round robin over the checkpoints
         if requested not in self.handles:
-            raise APIError(404, f"model {requested!r} is not served here; available: "
-                           f"{sorted(self.handles)}", param="model", code="model_not_found")  # fmt: skip
+            raise APIError(
+                404,
+                f"model {requested!r} is not served here; available: {sorted(self.handles)}",
+                param="model",
+                code="model_not_found",
+            )
         return requested
 
     async def call_model(self, sampling: Sampling, prompts: list[str]) -> list[tuple[str, int]]:
@@ -210,8 +264,13 @@ class Router:
             if attempt:
                 self.metrics.retries.labels(sampling.model).inc()
                 await asyncio.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
-            response = handle.sample.remote(prompts, sampling.max_tokens, sampling.temperature,
-                                            sampling.top_p, list(sampling.stop))  # fmt: skip
+            response = handle.sample.remote(
+                prompts,
+                sampling.max_tokens,
+                sampling.temperature,
+                sampling.top_p,
+                list(sampling.stop),
+            )
             try:
                 with self.metrics.in_flight.labels(sampling.model).track_inprogress():
                     reply = await asyncio.wait_for(_result_of(response), s.model_timeout_s)
@@ -220,21 +279,34 @@ class Router:
                 continue
             except TimeoutError:
                 response.cancel()
-                raise APIError(503, f"model deployment {sampling.model!r} did not answer within "
-                               f"{s.model_timeout_s:.0f}s", type="server_error",
-                               code="model_timeout") from None  # fmt: skip
+                raise APIError(
+                    503,
+                    f"model deployment {sampling.model!r} did not answer within "
+                    f"{s.model_timeout_s:.0f}s",
+                    type="server_error",
+                    code="model_timeout",
+                ) from None
             except Exception as err:
-                raise APIError(502, f"model deployment {sampling.model!r} failed: "
-                               f"{type(err).__name__}: {str(err)[-300:]}", type="server_error",
-                               code="model_error") from None  # fmt: skip
+                raise APIError(
+                    502,
+                    f"model deployment {sampling.model!r} failed: "
+                    f"{type(err).__name__}: {str(err)[-300:]}",
+                    type="server_error",
+                    code="model_error",
+                ) from None
             if "error" in reply:
-                raise APIError(reply["status"], reply["error"]["message"],
-                               param=reply["error"].get("param"))  # fmt: skip
+                raise APIError(
+                    reply["status"], reply["error"]["message"], param=reply["error"].get("param")
+                )
             return [tuple(row) for row in reply["rows"]]
-        raise APIError(503, f"model deployment {sampling.model!r} is unavailable: its replica "
-                       f"failed {s.model_retries + 1} times ({type(last).__name__}); Serve is "
-                       "replacing it, retry shortly", type="server_error",
-                       code="model_unavailable")  # fmt: skip
+        raise APIError(
+            503,
+            f"model deployment {sampling.model!r} is unavailable: its replica "
+            f"failed {s.model_retries + 1} times ({type(last).__name__}); Serve is "
+            "replacing it, retry shortly",
+            type="server_error",
+            code="model_unavailable",
+        )
 
 
 async def _result_of(response: Any) -> Any:
@@ -248,8 +320,9 @@ def _context_length(model_dir: str) -> int:
 
 def build_router_app(router: Router) -> FastAPI:
     """The router's HTTP API: three completion routes, models, metrics, health."""
-    app = new_app("rayworks test-time compute router", router.docs,
-                  router.settings.limits.max_body_bytes)  # fmt: skip
+    app = new_app(
+        "rayworks test-time compute router", router.docs, router.settings.limits.max_body_bytes
+    )
     install_error_handlers(app)
     auth = [Depends(bearer_auth(router.api_key))]
     metrics, created = router.metrics, int(time.time())
@@ -276,8 +349,10 @@ def build_router_app(router: Router) -> FastAPI:
 
     @app.get("/v1/models", dependencies=auth)
     async def models() -> dict[str, Any]:
-        cards = [{"id": name, "object": "model", "created": created, "owned_by": "rayworks"}
-                 for name in router.handles]  # fmt: skip
+        cards = [
+            {"id": name, "object": "model", "created": created, "owned_by": "rayworks"}
+            for name in router.handles
+        ]
         return {"object": "list", "data": cards}
 
     @app.post("/v1/completions", dependencies=auth)
@@ -301,11 +376,20 @@ def build_router_app(router: Router) -> FastAPI:
     @app.post("/v1/batch/completions", dependencies=auth)
     async def batch(body: BatchBody) -> JSONResponse:
         model, results = await router.complete(body, body.prompts)
-        data = [completion_reply(model, [r], [p], body.echo, chat=False)
-                for r, p in zip(results, body.prompts, strict=True)]  # fmt: skip
+        data = [
+            completion_reply(model, [r], [p], body.echo, chat=False)
+            for r, p in zip(results, body.prompts, strict=True)
+        ]
         usage = sum_usage([r["usage"] for r in results])
-        return JSONResponse({"object": "list", "model": model, "data": data, "usage": usage,
-                             "ttc": results[0]["batch"]})  # fmt: skip
+        return JSONResponse(
+            {
+                "object": "list",
+                "model": model,
+                "data": data,
+                "usage": usage,
+                "ttc": results[0]["batch"],
+            }
+        )
 
     return app
 
@@ -364,8 +448,9 @@ def serve_ttc(
     if not checkpoints:
         raise ConfigError("serve ttc needs at least one --checkpoint")
     if not 1 <= min_replicas <= max_replicas:
-        raise ConfigError(f"need 1 <= min_replicas ({min_replicas}) <= max_replicas "
-                          f"({max_replicas})")  # fmt: skip
+        raise ConfigError(
+            f"need 1 <= min_replicas ({min_replicas}) <= max_replicas ({max_replicas})"
+        )
     dirs = [checked_model_dir(c) for c in checkpoints]
     names = model_names(checkpoints, dirs)
     if not isinstance(settings, RouterSettings):
@@ -376,9 +461,14 @@ def serve_ttc(
     serve.start(http_options={"host": host, "port": port})
     ensure_http_address(host, port)
     model, router = deployments()
-    autoscaling = {"min_replicas": min_replicas, "max_replicas": max_replicas,
-                   "initial_replicas": min_replicas, "target_ongoing_requests": 2,
-                   "upscale_delay_s": 3, "downscale_delay_s": 60}  # fmt: skip
+    autoscaling = {
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "initial_replicas": min_replicas,
+        "target_ongoing_requests": 2,
+        "upscale_delay_s": 3,
+        "downscale_delay_s": 60,
+    }
     bound = {
         name: model.options(
             name=f"Model{i}",
@@ -390,9 +480,12 @@ def serve_ttc(
         ).bind(str(d), name, settings.limits.model_dump())
         for i, (name, d) in enumerate(zip(names, dirs, strict=True))
     }
-    ingress = router.options(name="TTCRouter", max_ongoing_requests=max_ongoing_requests,
-                             max_queued_requests=max_queued_requests,
-                             ray_actor_options={"num_cpus": 0})  # fmt: skip
+    ingress = router.options(
+        name="TTCRouter",
+        max_ongoing_requests=max_ongoing_requests,
+        max_queued_requests=max_queued_requests,
+        ray_actor_options={"num_cpus": 0},
+    )
     dir_map = {n: str(d) for n, d in zip(names, dirs, strict=True)}
     app = ingress.bind(settings.model_dump(), bound, dir_map, api_key, docs)
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
@@ -400,11 +493,18 @@ def serve_ttc(
     if direct:
         from rayworks.platform.serve import deployment as plain_deployment
 
-        plain = plain_deployment().options(name="Direct", num_replicas=min_replicas,
-                              max_ongoing_requests=model_max_ongoing,
-                              ray_actor_options={"num_cpus": model_cpus})  # fmt: skip
-        serve.run(plain.bind(str(dirs[0]), names[0], api_key, None, docs), name=DIRECT_APP,
-                  route_prefix=DIRECT_PREFIX, blocking=False)  # fmt: skip
+        plain = plain_deployment().options(
+            name="Direct",
+            num_replicas=min_replicas,
+            max_ongoing_requests=model_max_ongoing,
+            ray_actor_options={"num_cpus": model_cpus},
+        )
+        serve.run(
+            plain.bind(str(dirs[0]), names[0], api_key, None, docs),
+            name=DIRECT_APP,
+            route_prefix=DIRECT_PREFIX,
+            blocking=False,
+        )
         wait_healthy(url + DIRECT_PREFIX)
     wait_healthy(url)
     if not blocking:

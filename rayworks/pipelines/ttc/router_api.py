@@ -37,8 +37,16 @@ from rayworks.platform.serve_limits import ServeLimits
 
 MAX_PROMPTS = 64  # prompts per request: bounds what one request can put in a window
 # the ServeLimits the router applies; n is always 1 here and logprobs are not returned
-ROUTER_LIMITS = ("max_prompt_tokens", "max_new_tokens", "max_stop", "max_stop_chars",
-                 "max_messages", "max_chat_chars", "max_body_bytes", "request_timeout_s")  # fmt: skip
+ROUTER_LIMITS = (
+    "max_prompt_tokens",
+    "max_new_tokens",
+    "max_stop",
+    "max_stop_chars",
+    "max_messages",
+    "max_chat_chars",
+    "max_body_bytes",
+    "request_timeout_s",
+)
 Aggregate = Literal["majority", "best_score"]
 Oracle = Callable[[str, str], float]
 
@@ -153,9 +161,11 @@ class RouterFields(BaseModel):
         return [
             ("max_tokens", self.max_tokens, "max_new_tokens", "max_tokens"),
             ("the number of stop strings", len(stop), "max_stop", "stop"),
-            *[(f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
-              for i, s in enumerate(stop)],
-        ]  # fmt: skip
+            *[
+                (f"stop string {i}'s length", len(s), "max_stop_chars", "stop")
+                for i, s in enumerate(stop)
+            ],
+        ]
 
 
 Prompts = str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
@@ -183,8 +193,12 @@ class ChatBody(RouterFields):
         chars = sum(len(m.content) for m in self.messages)
         tokens, *rest = super().measures()
         if self.max_completion_tokens is not None:
-            tokens = ("max_completion_tokens", self.max_completion_tokens, "max_new_tokens",
-                      "max_completion_tokens")  # fmt: skip
+            tokens = (
+                "max_completion_tokens",
+                self.max_completion_tokens,
+                "max_new_tokens",
+                "max_completion_tokens",
+            )
         return [
             tokens,
             *rest,
@@ -199,11 +213,18 @@ def resolve_ttc(
     """(allocator config, budget, max_samples, aggregate) of one request, or a 400 naming
     the `ttc` field at fault. Also rejects what the router cannot do (n > 1, stream)."""
     if body.n != 1:
-        raise APIError(400, "the router returns one aggregated completion per prompt, so n "
-                       "must be 1; ask for more samples with ttc.budget", param="n")  # fmt: skip
+        raise APIError(
+            400,
+            "the router returns one aggregated completion per prompt, so n "
+            "must be 1; ask for more samples with ttc.budget",
+            param="n",
+        )
     if body.stream:
-        raise APIError(400, "stream is not supported: the answer is chosen after all samples "
-                       "are drawn", param="stream")  # fmt: skip
+        raise APIError(
+            400,
+            "stream is not supported: the answer is chosen after all samples are drawn",
+            param="stream",
+        )
     opts = body.ttc or TTCOptions()
     merged = {**settings.allocator.model_dump(), **(opts.allocator or {})}
     try:
@@ -212,25 +233,39 @@ def resolve_ttc(
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         param = f"ttc.allocator.{loc}" if loc else "ttc.allocator"
-        raise APIError(400, f"invalid value for '{param}': {first['msg']}", param=param,
-                       code="invalid_value") from None  # fmt: skip
+        raise APIError(
+            400, f"invalid value for '{param}': {first['msg']}", param=param, code="invalid_value"
+        ) from None
     if cfg.stop == "oracle" and not has_oracle:
-        raise APIError(400, "ttc.allocator.stop='oracle' needs a server started with --oracle; "
-                       "use stop='consistency'", param="ttc.allocator.stop")  # fmt: skip
+        raise APIError(
+            400,
+            "ttc.allocator.stop='oracle' needs a server started with --oracle; "
+            "use stop='consistency'",
+            param="ttc.allocator.stop",
+        )
     if cfg.unit == "tokens" and cfg.max_sample_tokens < body.max_tokens:
-        raise APIError(400, f"with unit='tokens', max_sample_tokens={cfg.max_sample_tokens} "
-                       f"must be >= max_tokens={body.max_tokens} so the budget holds",
-                       param="ttc.allocator.max_sample_tokens")  # fmt: skip
+        raise APIError(
+            400,
+            f"with unit='tokens', max_sample_tokens={cfg.max_sample_tokens} "
+            f"must be >= max_tokens={body.max_tokens} so the budget holds",
+            param="ttc.allocator.max_sample_tokens",
+        )
     budget = opts.budget or settings.budget
     if budget > settings.max_budget:
-        raise APIError(400, f"ttc.budget={budget} exceeds this server's max_budget="
-                       f"{settings.max_budget}", param="ttc.budget")  # fmt: skip
+        raise APIError(
+            400,
+            f"ttc.budget={budget} exceeds this server's max_budget={settings.max_budget}",
+            param="ttc.budget",
+        )
     per_sample = cfg.max_sample_tokens if cfg.unit == "tokens" else 1
     cap = opts.max_samples or max(1, math.ceil(settings.cap_factor * budget / per_sample))
     aggregate = opts.aggregate or settings.default_aggregate()
     if aggregate == "best_score" and not has_oracle:
-        raise APIError(400, "aggregate='best_score' needs an oracle (--oracle); use 'majority'",
-                       param="ttc.aggregate")  # fmt: skip
+        raise APIError(
+            400,
+            "aggregate='best_score' needs an oracle (--oracle); use 'majority'",
+            param="ttc.aggregate",
+        )
     return cfg, budget, cap, aggregate
 
 
@@ -250,8 +285,14 @@ def completion_reply(
     usage summed over the prompts and the per-prompt `ttc` details."""
     if chat:
         [result] = results
-        choices = [{"index": 0, "finish_reason": result["finish_reason"], "logprobs": None,
-                    "message": {"role": "assistant", "content": result["text"]}}]  # fmt: skip
+        choices = [
+            {
+                "index": 0,
+                "finish_reason": result["finish_reason"],
+                "logprobs": None,
+                "message": {"role": "assistant", "content": result["text"]},
+            }
+        ]
     else:
         choices = [
             {

@@ -152,9 +152,16 @@ async def allocate_group(
     while requests := run.next_requests():
         draws = await sample_round(queries, requests, call, pattern, oracle, rows_per_call)
         run.record(requests, draws)
-    batch = {"batch_requests": len(jobs), "batch_size": len(queries), "rounds": run.rounds,
-             "rule": cfg.rule, "stop": cfg.stop, "unit": cfg.unit,
-             "window_budget": run.budget, "window_spent": run.spent}  # fmt: skip
+    batch = {
+        "batch_requests": len(jobs),
+        "batch_size": len(queries),
+        "rounds": run.rounds,
+        "rule": cfg.rule,
+        "stop": cfg.stop,
+        "unit": cfg.unit,
+        "window_budget": run.budget,
+        "window_spent": run.spent,
+    }
     out, start = [], 0
     for job in jobs:
         states = run.queries[start : start + len(job.queries)]
@@ -171,15 +178,23 @@ def _result(job: Job, query: Query, state: Any, batch: dict[str, Any]) -> dict[s
     finish = "length" if chosen and chosen.tokens >= query.sampling.max_tokens else "stop"
     # prompt tokens counted once per prompt (OpenAI's convention for n > 1); completion
     # tokens are every sampled token, the compute spent, not only the returned text
-    usage = {"prompt_tokens": query.prompt_tokens, "completion_tokens": state.tokens,
-             "total_tokens": query.prompt_tokens + state.tokens,
-             "samples": state.samples, "budget": query.budget,
-             "max_samples": query.cap}  # fmt: skip
-    details = {"answer": chosen.answer if chosen else None, "vote_answer": answer,
-               "vote_share": round(share, 4), "samples": state.samples,
-               "stop_reason": state.reason or ("done" if state.done else "budget"),
-               "score": None if chosen is None or math.isnan(chosen.score) else chosen.score,
-               "aggregate": job.aggregate}  # fmt: skip
+    usage = {
+        "prompt_tokens": query.prompt_tokens,
+        "completion_tokens": state.tokens,
+        "total_tokens": query.prompt_tokens + state.tokens,
+        "samples": state.samples,
+        "budget": query.budget,
+        "max_samples": query.cap,
+    }
+    details = {
+        "answer": chosen.answer if chosen else None,
+        "vote_answer": answer,
+        "vote_share": round(share, 4),
+        "samples": state.samples,
+        "stop_reason": state.reason or ("done" if state.done else "budget"),
+        "score": None if chosen is None or math.isnan(chosen.score) else chosen.score,
+        "aggregate": job.aggregate,
+    }
     return {"text": text, "finish_reason": finish, "usage": usage, "ttc": details, "batch": batch}
 
 

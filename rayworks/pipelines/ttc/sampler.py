@@ -78,10 +78,14 @@ def draw_pool(cfg: SamplerConfig, model_dir: Path, prompts: list[str], seed: int
     sampling = {"temperature": cfg.temperature, "max_new_tokens": cfg.max_new_tokens}
     shards = np.array_split(np.arange(len(prompts)), min(cfg.num_tasks, len(prompts)))
     refs = [
-        task.remote(str(model_dir), [prompts[i] for i in idx], cfg.pool_size,
-                    {**sampling, "seed": seed * 1_000_003 + int(idx[0]) * 7_919})
+        task.remote(
+            str(model_dir),
+            [prompts[i] for i in idx],
+            cfg.pool_size,
+            {**sampling, "seed": seed * 1_000_003 + int(idx[0]) * 7_919},
+        )
         for idx in shards
-    ]  # fmt: skip
+    ]
     return [row for shard in ray.get(refs) for row in shard]
 
 

@@ -58,12 +58,18 @@ def make_queries(cfg: SimulatorConfig, rng: np.random.Generator) -> list[SimQuer
     n = cfg.n_queries
     n_easy = round(cfg.easy_share * n)
     n_hard = min(n - n_easy, round(cfg.hard_share * n))
-    out = [SimQuery(float(rng.uniform(*cfg.easy)), "easy", cfg.wrong_answers["easy"])
-           for _ in range(n_easy)]  # fmt: skip
-    out += [SimQuery(float(rng.uniform(*cfg.hard)), "hard", cfg.wrong_answers["hard"])
-            for _ in range(n_hard)]  # fmt: skip
-    out += [SimQuery(0.0, "unsolvable", cfg.wrong_answers["unsolvable"])
-            for _ in range(n - n_easy - n_hard)]  # fmt: skip
+    out = [
+        SimQuery(float(rng.uniform(*cfg.easy)), "easy", cfg.wrong_answers["easy"])
+        for _ in range(n_easy)
+    ]
+    out += [
+        SimQuery(float(rng.uniform(*cfg.hard)), "hard", cfg.wrong_answers["hard"])
+        for _ in range(n_hard)
+    ]
+    out += [
+        SimQuery(0.0, "unsolvable", cfg.wrong_answers["unsolvable"])
+        for _ in range(n - n_easy - n_hard)
+    ]
     order = rng.permutation(n)
     return [out[i] for i in order]
 
@@ -94,8 +100,7 @@ class Simulator:
         scores = correct.astype(float)
         if cfg.oracle == "noisy":
             scores = np.clip(scores + rng.normal(0, cfg.noise, n), 0, 1)
-        tokens = np.maximum(1, rng.poisson(np.where(correct, cfg.tokens_correct,
-                                                    cfg.tokens_wrong)))  # fmt: skip
+        tokens = np.maximum(1, rng.poisson(np.where(correct, cfg.tokens_correct, cfg.tokens_wrong)))
         self._drawn[index] += [
             Draw("correct" if c else f"wrong{w}", float(s), int(t), bool(c))
             for c, w, s, t in zip(correct, wrong, scores, tokens, strict=True)
@@ -167,20 +172,26 @@ def theory_check(
     for n in sizes:
         queries = [SimQuery(i / n, "graded", 1) for i in range(1, n + 1)]
         budgets = {
-            rule: float(np.mean([
-                budget_to_cover(queries, cfg, AllocatorConfig(rule=rule), target, s)
-                for s in range(seed * 1_000, seed * 1_000 + seeds)
-            ]))
+            rule: float(
+                np.mean(
+                    [
+                        budget_to_cover(queries, cfg, AllocatorConfig(rule=rule), target, s)
+                        for s in range(seed * 1_000, seed * 1_000 + seeds)
+                    ]
+                )
+            )
             for rule in ("elimination", "uniform")
-        }  # fmt: skip
+        }
         theory = theory_budgets([q.delta for q in queries])
-        rows.append({
-            "n": n,
-            "elimination": budgets["elimination"],
-            "uniform": budgets["uniform"],
-            "measured_ratio": budgets["uniform"] / budgets["elimination"],
-            "theory_ratio": theory["ratio"],
-            "sum_inv_delta": theory["elimination"],
-            "n_max_inv_delta": theory["uniform"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "n": n,
+                "elimination": budgets["elimination"],
+                "uniform": budgets["uniform"],
+                "measured_ratio": budgets["uniform"] / budgets["elimination"],
+                "theory_ratio": theory["ratio"],
+                "sum_inv_delta": theory["elimination"],
+                "n_max_inv_delta": theory["uniform"],
+            }
+        )
     return rows

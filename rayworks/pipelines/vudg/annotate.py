@@ -34,28 +34,65 @@ from rayworks.pipelines.vudg.scene import ACTIONS, COLOURS, OBJECTS, SceneGraph
 TYPES = ("action", "attribute", "object", "temporal")
 N_OPTIONS = 6
 PAIRS = tuple(f"{a}>{b}" for a in ACTIONS for b in ACTIONS if a != b)
-UNIVERSE = {"action": ACTIONS, "attribute": tuple(COLOURS), "object": tuple(OBJECTS),
-            "temporal": PAIRS}  # fmt: skip
-TEXT = {"left": "moves left", "right": "moves right", "up": "moves up", "down": "moves down",
-        "grow": "grows", "shrink": "shrinks", "spin": "spins",
-        "pick_up": "picks up the object", "drop": "drops the object"}  # fmt: skip
-SYNONYM = {"left": "goes left", "right": "goes right", "up": "rises", "down": "sinks",
-           "grow": "gets bigger", "shrink": "gets smaller", "spin": "rotates",
-           "pick_up": "lifts the object", "drop": "lets go of the object", "red": "crimson",
-           "green": "lime", "blue": "navy", "yellow": "golden", "magenta": "purple",
-           "cyan": "turquoise", "key": "latchkey", "ball": "sphere", "box": "crate",
-           "cup": "mug", "ring": "hoop", "flag": "banner"}  # fmt: skip
-QUESTION = {"action": "Which action does the {shape} perform?",
-            "attribute": "What colour is the {shape}?",
-            "object": "Which object is next to the {shape}?",
-            "temporal": "In which order does the {shape} act?"}  # fmt: skip
+UNIVERSE = {
+    "action": ACTIONS,
+    "attribute": tuple(COLOURS),
+    "object": tuple(OBJECTS),
+    "temporal": PAIRS,
+}
+TEXT = {
+    "left": "moves left",
+    "right": "moves right",
+    "up": "moves up",
+    "down": "moves down",
+    "grow": "grows",
+    "shrink": "shrinks",
+    "spin": "spins",
+    "pick_up": "picks up the object",
+    "drop": "drops the object",
+}
+SYNONYM = {
+    "left": "goes left",
+    "right": "goes right",
+    "up": "rises",
+    "down": "sinks",
+    "grow": "gets bigger",
+    "shrink": "gets smaller",
+    "spin": "rotates",
+    "pick_up": "lifts the object",
+    "drop": "lets go of the object",
+    "red": "crimson",
+    "green": "lime",
+    "blue": "navy",
+    "yellow": "golden",
+    "magenta": "purple",
+    "cyan": "turquoise",
+    "key": "latchkey",
+    "ball": "sphere",
+    "box": "crate",
+    "cup": "mug",
+    "ring": "hoop",
+    "flag": "banner",
+}
+QUESTION = {
+    "action": "Which action does the {shape} perform?",
+    "attribute": "What colour is the {shape}?",
+    "object": "Which object is next to the {shape}?",
+    "temporal": "In which order does the {shape} act?",
+}
 VERDICTS = ("correct", "fixable", "invalid")
 
 
 def truth(sg: SceneGraph, qtype: str) -> frozenset[str]:
     """The values that answer a question of `qtype` about `sg`."""
-    return frozenset({"action": sg.actions, "attribute": (sg.colour,), "object": (sg.object,),
-                      "temporal": ("{}>{}".format(*sg.actions),)}[qtype])  # fmt: skip
+    return frozenset(
+        {
+            "action": sg.actions,
+            "attribute": (sg.colour,),
+            "object": (sg.object,),
+            "temporal": ("{}>{}".format(*sg.actions),),
+        }[qtype]
+    )
 
 
 def base(value: str) -> str:
@@ -74,8 +111,9 @@ def option_text(value: str) -> str:
     return TEXT.get(value, value)
 
 
-def hallucinate(view: frozenset[str], qtype: str, rate: float, rng: np.random.Generator
-                ) -> frozenset[str]:  # fmt: skip
+def hallucinate(
+    view: frozenset[str], qtype: str, rate: float, rng: np.random.Generator
+) -> frozenset[str]:
     """With probability `rate`, replace one value of the view by a wrong one of its type
     (temporal: half the time the reversed order, the typical temporal hallucination)."""
     if rng.random() >= rate:
@@ -112,15 +150,17 @@ def is_correct(item: Item, true_set: frozenset[str]) -> bool:
     return not marked.startswith("~") and marked in true_set and not set(others) & true_set
 
 
-def generate(sg: SceneGraph, qtype: str, rate: float, rng: np.random.Generator
-             ) -> tuple[str, frozenset[str]]:  # fmt: skip
+def generate(
+    sg: SceneGraph, qtype: str, rate: float, rng: np.random.Generator
+) -> tuple[str, frozenset[str]]:
     """E1: its view of the question and the answer it writes."""
     view = hallucinate(truth(sg, qtype), qtype, rate, rng)
     return sorted(view)[rng.integers(len(view))], view
 
 
-def distract(answer: str, view: frozenset[str], qtype: str, synonym_rate: float,
-             rng: np.random.Generator) -> tuple[list[str], int]:  # fmt: skip
+def distract(
+    answer: str, view: frozenset[str], qtype: str, synonym_rate: float, rng: np.random.Generator
+) -> tuple[list[str], int]:
     """E2: five distractors outside E1's view (temporal: the reversed order first), one
     maybe a synonym of the answer; the six options shuffled. Returns (options, answer)."""
     pool = [v for v in UNIVERSE[qtype] if v not in view]
@@ -159,8 +199,10 @@ def human_fix(item: Item, true_set: frozenset[str], rng: np.random.Generator) ->
     answer = item.answer if item.answer in hits else hits[0]
     pool = [v for v in UNIVERSE[item.qtype] if v not in true_set and v not in item.options]
     fresh = iter(rng.permutation(pool).tolist())
-    options = [v if i == answer or base(v) not in true_set else next(fresh)
-               for i, v in enumerate(item.options)]  # fmt: skip
+    options = [
+        v if i == answer or base(v) not in true_set else next(fresh)
+        for i, v in enumerate(item.options)
+    ]
     return replace(item, options=options, answer=answer, status="fixed")
 
 
@@ -186,8 +228,7 @@ def annotate_clip(sg: SceneGraph, ann: dict, rng: np.random.Generator) -> ClipAn
         options, index = distract(answer, e1_view, qtype, ann["synonym_rate"], streams[1])
         item = Item(qtype, options, index, e1_view)
         item.history = {"E1": answer in true_set, "E2": is_correct(item, true_set)}
-        for branch, start, stream in (("het", true_set, streams[2]),
-                                      ("self", e1_view, streams[3])):  # fmt: skip
+        for branch, start, stream in (("het", true_set, streams[2]), ("self", e1_view, streams[3])):
             view = hallucinate(start, qtype, ann["verifier_error"], stream)
             verdict = verify(item, view, ann["synonym_recall"], stream)
             out = replace(item, verdict=verdict, history=dict(item.history))

@@ -18,17 +18,28 @@ from pydantic import Field, model_validator
 
 from rayworks.core.config import Config, PipelineConfig
 
-DOMAINS = ("cartoon", "game", "movie", "virtual",  # visual style
-           "first_person", "surveillance", "shaking",  # viewpoint
-           "fog", "night", "rain", "snow")  # environment  # fmt: skip
+DOMAINS = (
+    "cartoon",
+    "game",
+    "movie",
+    "virtual",  # visual style
+    "first_person",
+    "surveillance",
+    "shaking",  # viewpoint
+    "fog",
+    "night",
+    "rain",
+    "snow",
+)  # environment
 Protocol = Literal["lodo", "all", "single"]
 
 
 class DataConfig(Config):
     """VUDG-mini generator sizes (recipe: 11 domains x 300 train / 80 test clips, 8 x 32²)."""
 
-    domains: list[str] = Field(default_factory=lambda: list(DOMAINS),
-                               description="domains generated (recipe: all 11)")  # fmt: skip
+    domains: list[str] = Field(
+        default_factory=lambda: list(DOMAINS), description="domains generated (recipe: all 11)"
+    )
     n_train: int = Field(60, ge=1, description="train clips per domain (recipe 300; scaled down)")
     n_test: int = Field(40, ge=1, description="test clips per domain (recipe 80; scaled down)")
     frames: int = Field(8, ge=2, description="frames per clip T (recipe 8); two actions, T/2 each")
@@ -56,8 +67,9 @@ class AnnotationConfig(Config):
     verifier_error: float = Field(
         0.1, ge=0, le=1, description="E3 own perception error rate (het and self alike)"
     )
-    synonym_recall: float = Field(0.7, ge=0, le=1,
-                                  description="chance E3 notices a synonym distractor")  # fmt: skip
+    synonym_recall: float = Field(
+        0.7, ge=0, le=1, description="chance E3 notices a synonym distractor"
+    )
 
 
 class ModelConfig(Config):
@@ -76,22 +88,32 @@ class VUDGConfig(PipelineConfig):
 
     presets = {
         "smoke": {
-            "data": {"domains": ["cartoon", "fog", "night"], "n_train": 30, "n_test": 10,
-                     "size": 16, "frames": 4},
+            "data": {
+                "domains": ["cartoon", "fog", "night"],
+                "n_train": 30,
+                "n_test": 10,
+                "size": 16,
+                "frames": 4,
+            },
             "model": {"width": 8, "hidden": 24, "epochs": 1, "batch_size": 16},
-            "held_out": ["night"], "sources": ["cartoon"],
+            "held_out": ["night"],
+            "sources": ["cartoon"],
         },
-    }  # fmt: skip
+    }
 
     protocol: Protocol = Field("lodo", description="protocol this run reports (headline)")
-    compare: list[Protocol] = Field(default_factory=lambda: ["all", "single"],
-                                    description="protocols also run here (table, pass rule)")  # fmt: skip
+    compare: list[Protocol] = Field(
+        default_factory=lambda: ["all", "single"],
+        description="protocols also run here (table, pass rule)",
+    )
     held_out: list[str] = Field(
         default_factory=lambda: ["cartoon", "surveillance", "night", "snow"],
         description="LODO held-out test domains; all-domain is scored on the same (recipe: 4)",
     )
-    sources: list[str] = Field(default_factory=lambda: ["movie", "first_person", "fog"],
-                               description="single-source training domains (recipe 3)")  # fmt: skip
+    sources: list[str] = Field(
+        default_factory=lambda: ["movie", "first_person", "fog"],
+        description="single-source training domains (recipe 3)",
+    )
     data: DataConfig = Field(default_factory=DataConfig)
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

@@ -45,26 +45,44 @@ def clip_rng(seed: int, domain: str, split: str, index: int) -> np.random.Genera
     return np.random.default_rng([seed, DOMAINS.index(domain), SPLITS.index(split), index])
 
 
-def render_clip(sg: SceneGraph, domain: str, frames: int, size: int, rng: np.random.Generator
-                ) -> np.ndarray:  # fmt: skip
+def render_clip(
+    sg: SceneGraph, domain: str, frames: int, size: int, rng: np.random.Generator
+) -> np.ndarray:
     """The scene graph rendered in `domain`: uint8 (T, H, W, 3)."""
     return render(domain, *render_layers(sg, frames, size), rng)
 
 
-def question_rows(clip_id: str, domain: str, split: str, sg: SceneGraph, items: list
-                  ) -> list[dict[str, Any]]:  # fmt: skip
+def question_rows(
+    clip_id: str, domain: str, split: str, sg: SceneGraph, items: list
+) -> list[dict[str, Any]]:
     """The annotations.jsonl rows of one clip (deleted items left out)."""
-    return [{"id": f"{clip_id}-{it.qtype}", "clip": clip_id, "domain": domain, "split": split,
-             "type": it.qtype, "question": QUESTION[it.qtype].format(shape=sg.shape),
-             "options": [option_text(v) for v in it.options], "option_values": it.options,
-             "answer": it.answer, "label_ok": bool(it.history["final"]),
-             "scene_graph": sg.to_json()}
-            for it in items if it.status != "deleted"]  # fmt: skip
+    return [
+        {
+            "id": f"{clip_id}-{it.qtype}",
+            "clip": clip_id,
+            "domain": domain,
+            "split": split,
+            "type": it.qtype,
+            "question": QUESTION[it.qtype].format(shape=sg.shape),
+            "options": [option_text(v) for v in it.options],
+            "option_values": it.options,
+            "answer": it.answer,
+            "label_ok": bool(it.history["final"]),
+            "scene_graph": sg.to_json(),
+        }
+        for it in items
+        if it.status != "deleted"
+    ]
 
 
 def _report(het: list, slf: list) -> dict[str, Any]:
-    by_type = {t: {"het": stage_report([i for i in het if i.qtype == t]),
-                   "self": stage_report([i for i in slf if i.qtype == t])} for t in TYPES}  # fmt: skip
+    by_type = {
+        t: {
+            "het": stage_report([i for i in het if i.qtype == t]),
+            "self": stage_report([i for i in slf if i.qtype == t]),
+        }
+        for t in TYPES
+    }
     return {"het": stage_report(het), "self": stage_report(slf), "by_type": by_type}
 
 
@@ -89,9 +107,14 @@ def write_dataset(folder: Path, data: dict[str, Any], ann: dict[str, Any], seed:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     (folder / "annotation_report.json").write_text(json.dumps(_report(het, slf), indent=2))
     counts = Counter(f"{r['domain']}/{r['split']}/{r['type']}" for r in rows)
-    manifest = {"data": data, "annotation": ann, "seed": seed, "questions": len(rows),
-                "clips": len(data["domains"]) * (data["n_train"] + data["n_test"]),
-                "counts": dict(sorted(counts.items()))}  # fmt: skip
+    manifest = {
+        "data": data,
+        "annotation": ann,
+        "seed": seed,
+        "questions": len(rows),
+        "clips": len(data["domains"]) * (data["n_train"] + data["n_test"]),
+        "counts": dict(sorted(counts.items())),
+    }
     (folder / "FORMAT.md").write_text("# VUDG-mini dataset format\n" + FORMAT)
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
 

@@ -36,7 +36,8 @@ def cartoon(rgb, fg, centre, rng):
     """Flat colours (3 levels per channel) + black edges where the flat image changes."""
     flat = np.round(rgb * 2) / 2
     grad = np.abs(np.diff(flat, axis=1, prepend=flat[:, :1])).sum(-1) + np.abs(
-        np.diff(flat, axis=2, prepend=flat[:, :, :1])).sum(-1)  # fmt: skip
+        np.diff(flat, axis=2, prepend=flat[:, :, :1])
+    ).sum(-1)
     return np.where((grad > 0.4)[..., None], 0.0, flat)
 
 
@@ -141,14 +142,23 @@ def snow(rgb, fg, centre, rng):
 
 
 RENDERERS: dict[str, Renderer] = {
-    "cartoon": cartoon, "game": game, "movie": movie, "virtual": virtual,
-    "first_person": first_person, "surveillance": surveillance, "shaking": shaking,
-    "fog": fog, "night": night, "rain": rain, "snow": snow,
-}  # fmt: skip
+    "cartoon": cartoon,
+    "game": game,
+    "movie": movie,
+    "virtual": virtual,
+    "first_person": first_person,
+    "surveillance": surveillance,
+    "shaking": shaking,
+    "fog": fog,
+    "night": night,
+    "rain": rain,
+    "snow": snow,
+}
 
 
-def render(domain: str, rgb: np.ndarray, fg: np.ndarray, centre: np.ndarray,
-           rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def render(
+    domain: str, rgb: np.ndarray, fg: np.ndarray, centre: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """The domain's clip as uint8 (T, H, W, 3)."""
     out = RENDERERS[domain](rgb, fg, centre, rng)
     return (np.clip(out, 0, 1) * 255 + 0.5).astype(np.uint8)

@@ -25,7 +25,11 @@ from rayworks.platform.registry import evaluation
 
 BAD_JSON, NOT_OBJECT, NO_ID, UNKNOWN_ID = "bad_json", "not_an_object", "missing_id", "unknown_id"
 OUT_OF_SCOPE, DUPLICATE, NO_PREDICTION, BAD_PREDICTION = (
-    "out_of_scope", "duplicate_id", "missing_prediction", "invalid_prediction")  # fmt: skip
+    "out_of_scope",
+    "duplicate_id",
+    "missing_prediction",
+    "invalid_prediction",
+)
 
 
 class VUDGEvalConfig(Config):
@@ -47,8 +51,9 @@ def _choice(row: dict[str, Any], value: Any) -> int | None:
     return None
 
 
-def score_lines(questions: dict[str, dict[str, Any]], lines: list[str], known: set[str]
-                ) -> tuple[dict[str, bool], list[dict[str, Any]]]:  # fmt: skip
+def score_lines(
+    questions: dict[str, dict[str, Any]], lines: list[str], known: set[str]
+) -> tuple[dict[str, bool], list[dict[str, Any]]]:
     """(correct per answered question id, rejects with line number and reason).
 
     `questions` are the in-scope questions by id, `known` every id in the dataset."""
@@ -81,13 +86,13 @@ def score_lines(questions: dict[str, dict[str, Any]], lines: list[str], known: s
             else:
                 answered[qid] = choice == questions[qid]["answer"]
         if reason is not None:
-            rejects.append({"line": number, "reason": reason, "detail": detail,
-                            "text": line[:200]})  # fmt: skip
+            rejects.append({"line": number, "reason": reason, "detail": detail, "text": line[:200]})
     return answered, rejects
 
 
-def accuracy_table(questions: dict[str, dict[str, Any]], answered: dict[str, bool]
-                   ) -> dict[tuple[str, str], tuple[int, int]]:  # fmt: skip
+def accuracy_table(
+    questions: dict[str, dict[str, Any]], answered: dict[str, bool]
+) -> dict[tuple[str, str], tuple[int, int]]:
     """(domain, type) -> (correct, questions); unanswered questions count as wrong."""
     cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for qid, row in questions.items():
@@ -110,15 +115,23 @@ def summarize(table: dict[tuple[str, str], tuple[int, int]]) -> dict[str, float]
     return out
 
 
-def in_scope(rows: list[dict[str, Any]], split: str, domains: list[str] | None
-             ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    return {r["id"]: r for r in rows
-            if (split == "all" or r["split"] == split) and (not domains or r["domain"] in domains)}  # fmt: skip
+def in_scope(
+    rows: list[dict[str, Any]], split: str, domains: list[str] | None
+) -> dict[str, dict[str, Any]]:
+    return {
+        r["id"]: r
+        for r in rows
+        if (split == "all" or r["split"] == split) and (not domains or r["domain"] in domains)
+    }
 
 
-def score_file(dataset: Path, predictions: Path, split: str = "test",
-               domains: list[str] | None = None, rejects: Path | None = None
-               ) -> tuple[dict[str, float], dict[tuple[str, str], tuple[int, int]]]:  # fmt: skip
+def score_file(
+    dataset: Path,
+    predictions: Path,
+    split: str = "test",
+    domains: list[str] | None = None,
+    rejects: Path | None = None,
+) -> tuple[dict[str, float], dict[tuple[str, str], tuple[int, int]]]:
     """Score a predictions file; write rejects (if any); return (metrics, cell table)."""
     if not (dataset / "annotations.jsonl").is_file():
         raise RayworksError(f"dataset={str(dataset)!r} has no annotations.jsonl (not VUDG-mini).")
@@ -139,17 +152,27 @@ def score_file(dataset: Path, predictions: Path, split: str = "test",
     reasons = defaultdict(int)
     for r in rejected:
         reasons[f"rejected_{r['reason']}"] += 1
-    metrics |= {"lines_in": len(answered) + len(rejected), "lines_scored": len(answered),
-                "lines_rejected": len(rejected), "questions": len(questions),
-                "answered": len(answered), "unanswered": len(questions) - len(answered),
-                "accuracy_answered": correct / len(answered) if answered else float("nan"),
-                **reasons}  # fmt: skip
+    metrics |= {
+        "lines_in": len(answered) + len(rejected),
+        "lines_scored": len(answered),
+        "lines_rejected": len(rejected),
+        "questions": len(questions),
+        "answered": len(answered),
+        "unanswered": len(questions) - len(answered),
+        "accuracy_answered": correct / len(answered) if answered else float("nan"),
+        **reasons,
+    }
     return metrics, table
 
 
 @evaluation("vudg", config=VUDGEvalConfig)
 def evaluate_vudg(cfg: VUDGEvalConfig) -> dict[str, float]:
     """VUDG-mini multiple-choice accuracy (overall, per domain and type) of a predictions file."""
-    metrics, _ = score_file(Path(cfg.dataset), Path(cfg.predictions), cfg.split, cfg.domains,
-                            Path(cfg.rejects) if cfg.rejects else None)  # fmt: skip
+    metrics, _ = score_file(
+        Path(cfg.dataset),
+        Path(cfg.predictions),
+        cfg.split,
+        cfg.domains,
+        Path(cfg.rejects) if cfg.rejects else None,
+    )
     return metrics

@@ -47,18 +47,26 @@ class VideoQAModel(nn.Module):
         super().__init__()
         w = width
         self.frames = nn.Sequential(
-            nn.Conv2d(6, w, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(w, w, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(w, 2 * w, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(2 * w, 2 * w, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(2 * w * 16, hidden), nn.ReLU(),
-        )  # fmt: skip
+            nn.Conv2d(6, w, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(w, w, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(w, 2 * w, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(2 * w, 2 * w, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(),
+            nn.Linear(2 * w * 16, hidden),
+            nn.ReLU(),
+        )
         self.temporal = nn.GRU(hidden, hidden, batch_first=True)
         self.qtype = nn.Embedding(len(TYPES), hidden)
         self.words = nn.Embedding(2 * vocab_size + 1, hidden, padding_idx=0)
         nn.init.normal_(self.words.weight, std=0.1)  # small initial logits (loss ≈ ln 6)
-        self.fuse = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, hidden))  # fmt: skip
+        self.fuse = nn.Sequential(
+            nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden)
+        )
 
     def encode_video(self, video: torch.Tensor) -> torch.Tensor:
         """(B, T, H, W, 3) uint8 → (B, D): last GRU state over per-frame features."""
@@ -69,8 +77,9 @@ class VideoQAModel(nn.Module):
         feats = self.frames(x).view(b, t, -1)  # (B, T, D)
         return self.temporal(feats)[1][0]
 
-    def forward(self, video: torch.Tensor, qtypes: torch.Tensor, options: torch.Tensor
-                ) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self, video: torch.Tensor, qtypes: torch.Tensor, options: torch.Tensor
+    ) -> torch.Tensor:
         """video (B, T, H, W, 3), qtypes (B, Q), options (B, Q, 6, L) → logits (B, Q, 6)."""
         h = self.encode_video(video)  # (B, D)
         q = self.qtype(qtypes)  # (B, Q, D)

@@ -32,8 +32,15 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
 
-REPORT = ("lodo_accuracy", "all_accuracy", "single_accuracy", "acc_temporal",
-          "e3_het_residual_errors", "e3_self_residual_errors", "pass_rule")  # fmt: skip
+REPORT = (
+    "lodo_accuracy",
+    "all_accuracy",
+    "single_accuracy",
+    "acc_temporal",
+    "e3_het_residual_errors",
+    "e3_self_residual_errors",
+    "pass_rule",
+)
 
 
 def cached_piece(cache_dir: str, **piece: Any) -> dict[str, Any]:
@@ -59,26 +66,50 @@ def headline(protocol: str, scores: dict[str, dict[str, float]], cfg: VUDGConfig
         return avg_m({d: scores[f"lodo-{d}"][f"acc_{d}"] for d in cfg.held_out})
     if protocol == "all":
         return avg_m({d: scores["all"][f"acc_{d}"] for d in cfg.held_out})
-    return avg_s({s: {d: scores[f"single-{s}"][f"acc_{d}"] for d in cfg.data.domains if d != s}
-                  for s in cfg.sources})  # fmt: skip
+    return avg_s(
+        {
+            s: {d: scores[f"single-{s}"][f"acc_{d}"] for d in cfg.data.domains if d != s}
+            for s in cfg.sources
+        }
+    )
 
 
 def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
     """Dataset (cached) → every training run of the protocols (fan-out) → scores, tables."""
-    data_dir = cached_dataset(ctx.cache_root, cfg.data.model_dump(mode="json"),
-                              cfg.annotation.model_dump(mode="json"), cfg.seed)  # fmt: skip
+    data_dir = cached_dataset(
+        ctx.cache_root,
+        cfg.data.model_dump(mode="json"),
+        cfg.annotation.model_dump(mode="json"),
+        cfg.seed,
+    )
     report = json.loads((data_dir / "annotation_report.json").read_text())
     manifest = json.loads((data_dir / "manifest.json").read_text())
-    (ctx.artifacts_dir / "dataset.json").write_text(json.dumps(
-        {"dataset_dir": str(data_dir.resolve()), "questions": manifest["questions"],
-         "clips": manifest["clips"]}, indent=2))  # fmt: skip
+    (ctx.artifacts_dir / "dataset.json").write_text(
+        json.dumps(
+            {
+                "dataset_dir": str(data_dir.resolve()),
+                "questions": manifest["questions"],
+                "clips": manifest["clips"],
+            },
+            indent=2,
+        )
+    )
     protocols = [cfg.protocol, *cfg.compare]
-    pieces = [(p, run) for p in protocols for run in plan(p, cfg.data.domains, cfg.held_out,
-                                                          cfg.sources)]  # fmt: skip
+    pieces = [
+        (p, run) for p in protocols for run in plan(p, cfg.data.domains, cfg.held_out, cfg.sources)
+    ]
     model = cfg.model.model_dump(mode="json")
     cache = str(ctx.cache_root / "vudg" / "pieces")
-    calls = [{"cache_dir": cache, "data_dir": str(data_dir.resolve()), "model": model,
-              "seed": cfg.seed, **run} for _, run in pieces]  # fmt: skip
+    calls = [
+        {
+            "cache_dir": cache,
+            "data_dir": str(data_dir.resolve()),
+            "model": model,
+            "seed": cfg.seed,
+            **run,
+        }
+        for _, run in pieces
+    ]
     ctx.progress(len(calls) + 1, f"vudg {cfg.protocol} ({len(calls)} training runs)")
     scores: dict[str, dict[str, float]] = {}
     tables: dict[str, Any] = {}
@@ -90,8 +121,14 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
         path.write_text("".join(json.dumps(p) + "\n" for p in result["predictions"]))
         scores[label], tables[label] = score_file(data_dir, path, "test", result["test_domains"])
         results[label] = result
-        ctx.log(i + 1, protocol=pieces[i][0], run=label, accuracy=scores[label]["accuracy"],
-                train_loss=result["train_loss"], seconds=result["seconds"])  # fmt: skip
+        ctx.log(
+            i + 1,
+            protocol=pieces[i][0],
+            run=label,
+            accuracy=scores[label]["accuracy"],
+            train_loss=result["train_loss"],
+            seconds=result["seconds"],
+        )
 
     fan_out(cached_piece, calls, threads=1, on_done=done)  # in-process inside a Tune trial
     summary: dict[str, float] = {f"{p}_accuracy": headline(p, scores, cfg) for p in protocols}

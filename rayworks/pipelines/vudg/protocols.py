@@ -18,16 +18,29 @@ from typing import Any
 import numpy as np
 
 
-def plan(protocol: str, domains: list[str], held_out: list[str], sources: list[str]
-         ) -> list[dict[str, Any]]:  # fmt: skip
+def plan(
+    protocol: str, domains: list[str], held_out: list[str], sources: list[str]
+) -> list[dict[str, Any]]:
     """Training runs of one protocol: label, train domains, test domains."""
     if protocol == "lodo":
-        return [{"label": f"lodo-{d}", "train_domains": [x for x in domains if x != d],
-                 "test_domains": [d]} for d in held_out]  # fmt: skip
+        return [
+            {
+                "label": f"lodo-{d}",
+                "train_domains": [x for x in domains if x != d],
+                "test_domains": [d],
+            }
+            for d in held_out
+        ]
     if protocol == "all":
         return [{"label": "all", "train_domains": list(domains), "test_domains": list(held_out)}]
-    return [{"label": f"single-{s}", "train_domains": [s],
-             "test_domains": [x for x in domains if x != s]} for s in sources]  # fmt: skip
+    return [
+        {
+            "label": f"single-{s}",
+            "train_domains": [s],
+            "test_domains": [x for x in domains if x != s],
+        }
+        for s in sources
+    ]
 
 
 def avg_m(held_out_accuracy: dict[str, float]) -> float:
@@ -39,5 +52,6 @@ def avg_m(held_out_accuracy: dict[str, float]) -> float:
 def avg_s(matrix: dict[str, dict[str, float]]) -> float:
     """Avg_s = (1/N) Σ_i (1/(N-1)) Σ_{j≠i} P_j^i: `matrix[i][j]` is the accuracy on domain j
     of the model trained on source i alone; the diagonal (j = i), if present, is ignored."""
-    return float(np.mean([np.mean([p for j, p in row.items() if j != i])
-                          for i, row in matrix.items()]))  # fmt: skip
+    return float(
+        np.mean([np.mean([p for j, p in row.items() if j != i]) for i, row in matrix.items()])
+    )

@@ -13,12 +13,17 @@ from rayworks.platform.context import RunContext
 from rayworks.platform.tables import cell
 
 Cells = dict[tuple[str, str], tuple[int, int]]
-STAGES = (("errors_E1", "label errors after E1 (generator)"),
-          ("errors_E2", "label errors after E2 (distractors)"),
-          ("flagged", "E3 flagged (fixable + invalid)"), ("caught", "E3 flagged, truly wrong"),
-          ("missed", "E3 passed, truly wrong"), ("false_flags", "E3 flagged, actually right"),
-          ("fixed", "humans fixed"), ("deleted", "humans deleted"),
-          ("errors_final", "residual label errors (final audit)"))  # fmt: skip
+STAGES = (
+    ("errors_E1", "label errors after E1 (generator)"),
+    ("errors_E2", "label errors after E2 (distractors)"),
+    ("flagged", "E3 flagged (fixable + invalid)"),
+    ("caught", "E3 flagged, truly wrong"),
+    ("missed", "E3 passed, truly wrong"),
+    ("false_flags", "E3 flagged, actually right"),
+    ("fixed", "humans fixed"),
+    ("deleted", "humans deleted"),
+    ("errors_final", "residual label errors (final audit)"),
+)
 
 
 def pass_rule(summary: dict[str, float], protocols: list[str]) -> dict[str, float]:
@@ -29,8 +34,11 @@ def pass_rule(summary: dict[str, float], protocols: list[str]) -> dict[str, floa
         return {}
     order = summary["all_accuracy"] > summary["lodo_accuracy"] > summary["single_accuracy"]
     het = summary["e3_het_residual_errors"] < summary["e3_self_residual_errors"]
-    return {"pass_ordering": float(order), "pass_annotation": float(het),
-            "pass_rule": float(order and het)}  # fmt: skip
+    return {
+        "pass_ordering": float(order),
+        "pass_annotation": float(het),
+        "pass_rule": float(order and het),
+    }
 
 
 def merged(tables: dict[str, Cells], labels: list[str]) -> Cells:
@@ -61,47 +69,82 @@ def _cell(cells: Cells, domain: str, qtype: str) -> str:
 
 
 def _md(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|",
-            *("| " + " | ".join(r) + " |" for r in rows), ""]  # fmt: skip
+    return [
+        "| " + " | ".join(header) + " |",
+        "|---" + "|---:" * (len(header) - 1) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+    ]
 
 
 def _labels(tables: dict[str, Cells], protocol: str) -> list[str]:
     return [k for k in tables if k == protocol or k.startswith(f"{protocol}-")]
 
 
-def write_table(ctx: RunContext, cfg: VUDGConfig, scores: dict[str, dict[str, float]],
-                tables: dict[str, Cells], report: dict[str, Any], summary: dict[str, float],
-                protocols: list[str]) -> Path:  # fmt: skip
+def write_table(
+    ctx: RunContext,
+    cfg: VUDGConfig,
+    scores: dict[str, dict[str, float]],
+    tables: dict[str, Cells],
+    report: dict[str, Any],
+    summary: dict[str, float],
+    protocols: list[str],
+) -> Path:
     """table.jsonl: one row per (run, domain, type) cell and per annotation branch;
     table.md: protocols, held-out domains, single-source matrix, types, annotation."""
-    rows = [{"run": label, "protocol": label.split("-")[0], "domain": d, "type": t,
-             "correct": c, "questions": n, "accuracy": c / n}
-            for label, cells in tables.items() for (d, t), (c, n) in sorted(cells.items())]  # fmt: skip
+    rows = [
+        {
+            "run": label,
+            "protocol": label.split("-")[0],
+            "domain": d,
+            "type": t,
+            "correct": c,
+            "questions": n,
+            "accuracy": c / n,
+        }
+        for label, cells in tables.items()
+        for (d, t), (c, n) in sorted(cells.items())
+    ]
     rows += [{"annotation_branch": b, **report[b]} for b in ("het", "self")]
     ctx.write_jsonl("table.jsonl", rows)
     lines = ["Protocols (mean accuracy over held-out test domains; chance = 1/6):", ""]
-    lines += _md(["protocol", "accuracy", "training runs"],
-                 [[p, _f(summary[f"{p}_accuracy"]), str(len(_labels(tables, p)))]
-                  for p in protocols])  # fmt: skip
+    lines += _md(
+        ["protocol", "accuracy", "training runs"],
+        [[p, _f(summary[f"{p}_accuracy"]), str(len(_labels(tables, p)))] for p in protocols],
+    )
     held = [p for p in ("lodo", "all") if p in protocols]
     if held:
         lines += ["Held-out domains (LODO: model trained on the other domains):", ""]
-        lines += _md(["protocol", *cfg.held_out],
-                     [[p, *(_f(by(merged(tables, _labels(tables, p)), 0).get(d))
-                            for d in cfg.held_out)] for p in held])  # fmt: skip
+        lines += _md(
+            ["protocol", *cfg.held_out],
+            [
+                [p, *(_f(by(merged(tables, _labels(tables, p)), 0).get(d)) for d in cfg.held_out)]
+                for p in held
+            ],
+        )
     if "single" in protocols:
         lines += ["Single-source: row = training domain, column = test domain:", ""]
-        lines += _md(["source", *cfg.data.domains],
-                     [[s, *(_f(scores[f"single-{s}"].get(f"acc_{d}")) for d in cfg.data.domains)]
-                      for s in cfg.sources])  # fmt: skip
+        lines += _md(
+            ["source", *cfg.data.domains],
+            [
+                [s, *(_f(scores[f"single-{s}"].get(f"acc_{d}")) for d in cfg.data.domains)]
+                for s in cfg.sources
+            ],
+        )
     lines += ["Per question type (cells pooled over the protocol's runs):", ""]
-    lines += _md(["protocol", *TYPES], [[p, *(_f(by(merged(tables, _labels(tables, p)), 1).get(t))
-                                              for t in TYPES)] for p in protocols])  # fmt: skip
+    lines += _md(
+        ["protocol", *TYPES],
+        [
+            [p, *(_f(by(merged(tables, _labels(tables, p)), 1).get(t)) for t in TYPES)]
+            for p in protocols
+        ],
+    )
     own = merged(tables, _labels(tables, cfg.protocol))
     lines += [f"Domain x type ({cfg.protocol}):", ""]
-    lines += _md(["domain", *TYPES, "all"],
-                 [[d, *(_cell(own, d, t) for t in TYPES), _f(acc)]
-                  for d, acc in sorted(by(own, 0).items())])  # fmt: skip
+    lines += _md(
+        ["domain", *TYPES, "all"],
+        [[d, *(_cell(own, d, t) for t in TYPES), _f(acc)] for d, acc in sorted(by(own, 0).items())],
+    )
     lines += [
         "Simulated annotation (items of all clips; E3-het = independent verifier, "
         "E3-self = shares E1's errors):",
@@ -111,16 +154,29 @@ def write_table(ctx: RunContext, cfg: VUDGConfig, scores: dict[str, dict[str, fl
         ["stage", "E3-het", "E3-self"],
         [[name, str(report["het"][k]), str(report["self"][k])] for k, name in STAGES],
     )
-    lines += _md(["residual errors by type", "E3-het", "E3-self"],
-                 [[t, str(report["by_type"][t]["het"]["errors_final"]),
-                   str(report["by_type"][t]["self"]["errors_final"])] for t in TYPES])  # fmt: skip
+    lines += _md(
+        ["residual errors by type", "E3-het", "E3-self"],
+        [
+            [
+                t,
+                str(report["by_type"][t]["het"]["errors_final"]),
+                str(report["by_type"][t]["self"]["errors_final"]),
+            ]
+            for t in TYPES
+        ],
+    )
     path = ctx.artifacts_dir / "table.md"
     path.write_text("\n".join(lines))
     return path
 
 
-def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float]],
-                report: dict[str, Any], protocols: list[str]) -> None:  # fmt: skip
+def write_plots(
+    folder: Path,
+    cfg: VUDGConfig,
+    scores: dict[str, dict[str, float]],
+    report: dict[str, Any],
+    protocols: list[str],
+) -> None:
     """accuracy_by_domain.png, accuracy_by_type.png, annotation_errors.png."""
 
     import numpy as np
@@ -146,7 +202,10 @@ def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float
     if "single" in protocols:
         series["single-source (mean over sources)"] = [
             float(np.nanmean([acc(f"single-{s}", f"acc_{d}") for s in cfg.sources]))
-            if any(s != d for s in cfg.sources) else float("nan") for d in cfg.held_out]  # fmt: skip
+            if any(s != d for s in cfg.sources)
+            else float("nan")
+            for d in cfg.held_out
+        ]
     fig, ax = subplots(figsize=(7, 4))
     bars(ax, cfg.held_out, series, "accuracy on held-out domain")
     ax.axhline(1 / 6, color="gray", linestyle="--")
@@ -154,9 +213,21 @@ def write_plots(folder: Path, cfg: VUDGConfig, scores: dict[str, dict[str, float
     fig.savefig(folder / "accuracy_by_domain.png", dpi=110)
 
     fig, ax = subplots(figsize=(7, 4))
-    per_type = {p: [float(np.mean([v[f"acc_{t}"] for k, v in scores.items()
-                                   if (k == p or k.startswith(f"{p}-")) and f"acc_{t}" in v]))
-                    for t in TYPES] for p in protocols}  # fmt: skip
+    per_type = {
+        p: [
+            float(
+                np.mean(
+                    [
+                        v[f"acc_{t}"]
+                        for k, v in scores.items()
+                        if (k == p or k.startswith(f"{p}-")) and f"acc_{t}" in v
+                    ]
+                )
+            )
+            for t in TYPES
+        ]
+        for p in protocols
+    }
     bars(ax, list(TYPES), per_type, "accuracy (mean over the protocol's runs)")
     ax.axhline(1 / 6, color="gray", linestyle="--")
     fig.tight_layout()

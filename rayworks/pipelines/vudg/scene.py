@@ -18,11 +18,22 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 SHAPES = ("circle", "square", "triangle", "star")
-COLOURS = {"red": (0.9, 0.15, 0.15), "green": (0.15, 0.75, 0.2), "blue": (0.2, 0.3, 0.95),
-           "yellow": (0.95, 0.85, 0.1), "magenta": (0.85, 0.2, 0.8),
-           "cyan": (0.1, 0.8, 0.85)}  # fmt: skip
-OBJECTS = {"key": (0.85, 0.7, 0.2), "ball": (1.0, 0.5, 0.1), "box": (0.5, 0.3, 0.1),
-           "cup": (1.0, 1.0, 1.0), "ring": (0.6, 0.6, 0.65), "flag": (0.1, 0.1, 0.1)}  # fmt: skip
+COLOURS = {
+    "red": (0.9, 0.15, 0.15),
+    "green": (0.15, 0.75, 0.2),
+    "blue": (0.2, 0.3, 0.95),
+    "yellow": (0.95, 0.85, 0.1),
+    "magenta": (0.85, 0.2, 0.8),
+    "cyan": (0.1, 0.8, 0.85),
+}
+OBJECTS = {
+    "key": (0.85, 0.7, 0.2),
+    "ball": (1.0, 0.5, 0.1),
+    "box": (0.5, 0.3, 0.1),
+    "cup": (1.0, 1.0, 1.0),
+    "ring": (0.6, 0.6, 0.65),
+    "flag": (0.1, 0.1, 0.1),
+}
 ACTIONS = ("left", "right", "up", "down", "grow", "shrink", "spin", "pick_up", "drop")
 MOVES = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 MOVE_PX = 8 / 32  # full move, as a fraction of the frame width
@@ -88,8 +99,13 @@ def sample_scene(rng: np.random.Generator, frames: int = 8) -> SceneGraph:
     margin = RADIUS * 1.7 + 0.04
     x = rng.uniform(margin - min(dx), 1 - margin - max(dx))
     y = rng.uniform(margin + 0.08 - min(dy), 1 - margin - max(dy))
-    return SceneGraph(str(rng.choice(SHAPES)), str(rng.choice(list(COLOURS))),
-                      str(rng.choice(list(OBJECTS))), acts, (float(x), float(y)))  # type: ignore[arg-type]  # fmt: skip
+    return SceneGraph(
+        str(rng.choice(SHAPES)),
+        str(rng.choice(list(COLOURS))),
+        str(rng.choice(list(OBJECTS))),
+        acts,
+        (float(x), float(y)),
+    )  # type: ignore[arg-type]
 
 
 def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray, r: float, angle: float) -> np.ndarray:
@@ -127,8 +143,9 @@ def _object_mask(kind: str, u: np.ndarray, v: np.ndarray, r: float) -> np.ndarra
     )
 
 
-def render_layers(sg: SceneGraph, frames: int, size: int, supersample: int = 2
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def render_layers(
+    sg: SceneGraph, frames: int, size: int, supersample: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Canonical clip: rgb (T, H, W, 3) float in [0, 1], foreground mask (T, H, W) float and
     sprite centre (T, 2) in pixels (x, y). Antialiased by `supersample`² averaging."""
     n = size * supersample
@@ -151,8 +168,10 @@ def render_layers(sg: SceneGraph, frames: int, size: int, supersample: int = 2
         h = s["held"]
         ox, oy = gx0 + h * (x - gx0), gy0 + h * (y - r - 0.06 - gy0)
         sprite = _shape_mask(sg.shape, gx - x, gy - y, r, s["angle"])
-        marker = np.hypot(gx - x - 0.55 * r * np.cos(s["angle"]),
-                          gy - y - 0.55 * r * np.sin(s["angle"])) <= 0.22 * r  # fmt: skip
+        marker = (
+            np.hypot(gx - x - 0.55 * r * np.cos(s["angle"]), gy - y - 0.55 * r * np.sin(s["angle"]))
+            <= 0.22 * r
+        )
         obj = _object_mask(sg.object, gx - ox, gy - oy, 0.07)
         img = np.where(sprite[..., None], colour, bg)
         img = np.where((sprite & marker)[..., None], 0.15, img)

@@ -43,8 +43,13 @@ class AdamW:
     `torch.optim`'s constructor imports `torch._dynamo`, seconds of start-up in every fresh
     Ray worker. The learning rate is set per step by `lr_at`."""
 
-    def __init__(self, params: list[torch.Tensor], weight_decay: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.params, self.wd, self.betas, self.eps, self.t = params, weight_decay, betas, eps, 0
         self.m = [torch.zeros_like(p) for p in params]
         self.v = [torch.zeros_like(p) for p in params]
@@ -72,8 +77,14 @@ def lr_at(step: int, total: int, peak: float, warmup: float = 0.1) -> float:
     return 0.5 * peak * (1 + math.cos(math.pi * (step - rise) / max(1, total - rise)))
 
 
-def train_piece(data_dir: str, train_domains: list[str], test_domains: list[str],
-                model: dict[str, Any], seed: int, label: str) -> dict[str, Any]:  # fmt: skip
+def train_piece(
+    data_dir: str,
+    train_domains: list[str],
+    test_domains: list[str],
+    model: dict[str, Any],
+    seed: int,
+    label: str,
+) -> dict[str, Any]:
     """Train on `train_domains`' train split; predict every test question of `test_domains`.
 
     Returns {label, train_domains, test_domains, predictions: [{id, prediction}], seconds,
@@ -82,10 +93,12 @@ def train_piece(data_dir: str, train_domains: list[str], test_domains: list[str]
     folder = Path(data_dir)
     rows = read_annotations(folder)
     vocab = vocabulary()
-    train = clip_tensors([r for r in rows if r["split"] == "train"
-                          and r["domain"] in train_domains], vocab)  # fmt: skip
-    test = clip_tensors([r for r in rows if r["split"] == "test"
-                         and r["domain"] in test_domains], vocab)  # fmt: skip
+    train = clip_tensors(
+        [r for r in rows if r["split"] == "train" and r["domain"] in train_domains], vocab
+    )
+    test = clip_tensors(
+        [r for r in rows if r["split"] == "test" and r["domain"] in test_domains], vocab
+    )
     train_video = torch.from_numpy(load_clips(folder, train["clips"]))
     test_video = torch.from_numpy(load_clips(folder, test["clips"]))
     torch.manual_seed(seed)
@@ -111,9 +124,17 @@ def train_piece(data_dir: str, train_domains: list[str], test_domains: list[str]
             logits = net(test_video[idx], qtypes.expand(len(idx), -1), test["options"][idx])
             choice = logits.argmax(-1)
             for i, row in zip(idx.tolist(), choice.tolist(), strict=True):
-                preds += [{"id": test["ids"][i][k], "prediction": row[k]}
-                          for k in range(len(TYPES)) if test["valid"][i, k]]  # fmt: skip
-    return {"label": label, "train_domains": train_domains, "test_domains": test_domains,
-            "predictions": preds, "seconds": time.time() - started,
-            "train_loss": float(np.mean(losses[-max(1, len(losses) // 10):])),
-            "n_params": sum(p.numel() for p in net.parameters())}  # fmt: skip
+                preds += [
+                    {"id": test["ids"][i][k], "prediction": row[k]}
+                    for k in range(len(TYPES))
+                    if test["valid"][i, k]
+                ]
+    return {
+        "label": label,
+        "train_domains": train_domains,
+        "test_domains": test_domains,
+        "predictions": preds,
+        "seconds": time.time() - started,
+        "train_loss": float(np.mean(losses[-max(1, len(losses) // 10) :])),
+        "n_params": sum(p.numel() for p in net.parameters()),
+    }

@@ -29,18 +29,28 @@ TargetName = Literal["fc1", "fc2", "q", "k", "v", "o"]
 def _model() -> ViTSpec:
     """Recipe: 2x2 patches, d 128, depth 4, 4 heads, FFN 512; 4x4 patches and half width
     here so every setting trains in ~10-15 CPU-s."""
-    return ViTSpec(image_size=16, patch_size=4, d_model=64, n_layer=4, n_head=4, ffn_dim=256,
-                   n_classes=5)  # fmt: skip
+    return ViTSpec(
+        image_size=16, patch_size=4, d_model=64, n_layer=4, n_head=4, ffn_dim=256, n_classes=5
+    )
 
 
 def _pretrain() -> ClassifierTrainConfig:
-    return ClassifierTrainConfig(epochs=80, batch_size=64, optimizer="adamw", lr=2e-3,
-                                 weight_decay=0.05, threads=1)  # fmt: skip
+    return ClassifierTrainConfig(
+        epochs=80, batch_size=64, optimizer="adamw", lr=2e-3, weight_decay=0.05, threads=1
+    )
 
 
 def _finetune() -> ClassifierTrainConfig:
-    return ClassifierTrainConfig(epochs=30, batch_size=128, optimizer="sgd", lr=0.05, momentum=0.9,
-                                 weight_decay=1e-4, grad_clip=2.0, threads=1)  # fmt: skip
+    return ClassifierTrainConfig(
+        epochs=30,
+        batch_size=128,
+        optimizer="sgd",
+        lr=0.05,
+        momentum=0.9,
+        weight_decay=1e-4,
+        grad_clip=2.0,
+        threads=1,
+    )
 
 
 class WASIConfig(PipelineConfig):
@@ -85,10 +95,12 @@ class WASIConfig(PipelineConfig):
     headline_eps: float = Field(0.8, gt=0, le=1, description="ε whose accuracy is the headline")
     ablation_eps: float = Field(0.8, gt=0, le=1, description="ε of the weights-only (WSI) run")
     act_energy: float = Field(
-        0.8, gt=0, le=1,
+        0.8,
+        gt=0,
+        le=1,
         description="per-mode explained variance of the activation ranks (reconstructed "
         "replacement of the paper's knapsack DP)",
-    )  # fmt: skip
+    )
     targets: list[TargetName] = Field(
         default_factory=lambda: ["fc1", "fc2"],
         description="wrapped linears per block (paper: MLP; q/k/v/o = count_attention)",

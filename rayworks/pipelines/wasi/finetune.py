@@ -109,11 +109,19 @@ def analytic_costs(
         if spec.kind == "lora":  # adapter forward, input and adapter-weight gradients
             extra = b * n * cfg.lora_rank * (i + o)
             macs = {"forward": macs["forward"] + extra, "train": 2 * macs["forward"] + 4 * extra}
-        rows.append({"layer": name, "in": i, "out": o, "weight_rank": rank,
-                     "act_ranks": list(ranks) if ranks else None,
-                     "act_bytes": BYTES * activation_elements(b, n, i, ranks),
-                     "weight_bytes": BYTES * weight_elements(o, i, rank),
-                     "fwd_macs": macs["forward"], "train_macs": macs["train"]})  # fmt: skip
+        rows.append(
+            {
+                "layer": name,
+                "in": i,
+                "out": o,
+                "weight_rank": rank,
+                "act_ranks": list(ranks) if ranks else None,
+                "act_bytes": BYTES * activation_elements(b, n, i, ranks),
+                "weight_bytes": BYTES * weight_elements(o, i, rank),
+                "fwd_macs": macs["forward"],
+                "train_macs": macs["train"],
+            }
+        )
         wrapped_fwd_dense += b * n * i * o
         dense_act += BYTES * b * n * i
     rest_fwd = b * vit_macs(model.spec) - wrapped_fwd_dense
@@ -143,9 +151,13 @@ def _latency_ms(model: nn.Module, x: torch.Tensor, reps: int) -> float:
 
 
 def run_setting(
-    base: Path, spec: SettingSpec, cfg: WASIConfig, data: Digits, seed: int,
+    base: Path,
+    spec: SettingSpec,
+    cfg: WASIConfig,
+    data: Digits,
+    seed: int,
     on_step: Any = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Fine-tune one setting and measure it; returns the table row."""
     model, params, layers = build_model(base, spec, cfg, seed)
     train_cfg = cfg.finetune.model_copy(update={"seed": seed})
@@ -161,14 +173,18 @@ def run_setting(
     cpu_steps = [b - a for a, b in itertools.pairwise(cpu)]  # median: robust to the
     wall_steps = [b - a for a, b in itertools.pairwise(wall)]  # first step's setup
     row: dict[str, Any] = {
-        "setting": spec.label, "kind": spec.kind, "eps": spec.eps,
-        "val_accuracy": metrics["val_accuracy"], "test_accuracy": accuracy(model, data.test),
-        "train_loss": metrics["train_loss"], "steps": metrics["steps"],
+        "setting": spec.label,
+        "kind": spec.kind,
+        "eps": spec.eps,
+        "val_accuracy": metrics["val_accuracy"],
+        "test_accuracy": accuracy(model, data.test),
+        "train_loss": metrics["train_loss"],
+        "steps": metrics["steps"],
         "cpu_s_per_step": statistics.median(cpu_steps),
         "wall_s_per_step": statistics.median(wall_steps),
         "trainable_params": sum(p.numel() for p in params),
         "infer_ms": _latency_ms(model, data.test.x[: cfg.finetune.batch_size], cfg.latency_reps),
-    }  # fmt: skip
+    }
     x, y = probe_batch(cfg, data)
     row.update(analytic_costs(model, layers, spec, cfg, len(y)))
     model.train()  # after evaluation: WASI's refresh is lossless, ranks are already fixed
@@ -181,7 +197,11 @@ def run_setting(
     for layer_row in row["layers"]:
         layer_row["saved_bytes"] = per_layer[layer_row["layer"]]
     if cfg.measure_rss:
-        request = {"base": str(base), "setting": asdict(spec), "steps": cfg.rss_steps,
-                   "config": {**cfg.model_dump(mode="json"), "seed": seed}}  # fmt: skip
+        request = {
+            "base": str(base),
+            "setting": asdict(spec),
+            "steps": cfg.rss_steps,
+            "config": {**cfg.model_dump(mode="json"), "seed": seed},
+        }
         row.update(peak_rss_probe(request))
     return row

@@ -127,8 +127,10 @@ def peak_rss_probe(request: dict[str, Any], timeout: float = 300) -> dict[str, f
     """Run `python -m rayworks.pipelines.wasi.memory REQUEST` and return its JSON answer."""
     proc = subprocess.run(
         [sys.executable, "-m", "rayworks.pipelines.wasi.memory", json.dumps(request)],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"RSS probe failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -25,9 +25,18 @@ from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("act_ratio", "train_gmacs", "cpu_s_per_step", "acc_gap_vs_vanilla", "pass_rule")
 ONE_SETTING = ("settings=[wasi]", "eps_list=[0.8]", "headline_eps=0.8")  # ablation arms
-LOG_KEYS = ("test_accuracy", "val_accuracy", "cpu_s_per_step", "act_bytes_per_layer",
-            "weight_bytes_per_layer", "saved_bytes_per_layer", "saved_bytes_total",
-            "train_macs_per_step", "infer_macs_per_image", "rss_train_mb")  # fmt: skip
+LOG_KEYS = (
+    "test_accuracy",
+    "val_accuracy",
+    "cpu_s_per_step",
+    "act_bytes_per_layer",
+    "weight_bytes_per_layer",
+    "saved_bytes_per_layer",
+    "saved_bytes_total",
+    "train_macs_per_step",
+    "infer_macs_per_image",
+    "rss_train_mb",
+)
 
 
 def base_model(cfg: WASIConfig, ctx: RunContext) -> Path:
@@ -52,8 +61,9 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
                 ctx.record(offset + step, train_loss=loss)
 
         row = run_setting(base, spec, cfg, data, cfg.seed, on_step)
-        ctx.log(offset + steps_each, setting=row["setting"],
-                **{k: row[k] for k in LOG_KEYS if k in row})  # fmt: skip
+        ctx.log(
+            offset + steps_each, setting=row["setting"], **{k: row[k] for k in LOG_KEYS if k in row}
+        )
         rows.append(row)
     ctx.write_jsonl("settings.jsonl", rows)
     (ctx.artifacts_dir / "table.md").write_text(markdown(rows))

@@ -107,10 +107,18 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     styles = {"vanilla": "k--", "wsi": "g:", "asi": "m-.", "lora": "r--"}
     for r in rows:
         if r["kind"] in styles:
-            ax1.axhline(r["test_accuracy"], ls=styles[r["kind"]][1:], color=styles[r["kind"]][0],
-                        label=r["setting"])  # fmt: skip
-            ax2.axhline(r["act_bytes_per_layer"] / 1024, ls=styles[r["kind"]][1:],
-                        color=styles[r["kind"]][0], label=r["setting"])  # fmt: skip
+            ax1.axhline(
+                r["test_accuracy"],
+                ls=styles[r["kind"]][1:],
+                color=styles[r["kind"]][0],
+                label=r["setting"],
+            )
+            ax2.axhline(
+                r["act_bytes_per_layer"] / 1024,
+                ls=styles[r["kind"]][1:],
+                color=styles[r["kind"]][0],
+                label=r["setting"],
+            )
     ax1.set(xlabel="ε (weight energy kept)", ylabel="test accuracy (digits 5-9)")
     ax2.set(xlabel="ε", ylabel="stored activations per wrapped layer (KiB)", yscale="log")
     for ax in (ax1, ax2):

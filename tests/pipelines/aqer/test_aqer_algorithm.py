@@ -27,12 +27,16 @@ def test_blocks_are_unitary_and_numpy_step1_block_agrees() -> None:
     rng = np.random.default_rng(0)
     p = rng.uniform(-np.pi, np.pi, (6, 11))
     v = block_matrices(torch.from_numpy(p)).numpy()
-    np.testing.assert_allclose(v @ v.conj().transpose(0, 2, 1), np.broadcast_to(np.eye(4), v.shape),
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        v @ v.conj().transpose(0, 2, 1), np.broadcast_to(np.eye(4), v.shape), atol=1e-12
+    )
     p[:, 5:] = 0.0
     for row in p:
-        np.testing.assert_allclose(block_matrices(torch.from_numpy(row[None]))[0].numpy(),
-                                   step1_block_np(row[:5]), atol=1e-13)  # fmt: skip
+        np.testing.assert_allclose(
+            block_matrices(torch.from_numpy(row[None]))[0].numpy(),
+            step1_block_np(row[:5]),
+            atol=1e-13,
+        )
     zero = torch.zeros(())
     np.testing.assert_allclose(u3(zero, zero, zero).numpy(), np.eye(2), atol=1e-15)
 
@@ -104,8 +108,9 @@ def test_adam_never_ends_worse_and_improves() -> None:
 
 
 def test_scaling_piece_runs_and_respects_bounds() -> None:
-    row = scaling_piece(5, 4, {"nm_tol": 1e-4, "nm_max_evals": 300, "nm_init_step": 0.5,
-                               "lr": 1e-2})  # fmt: skip
+    row = scaling_piece(
+        5, 4, {"nm_tol": 1e-4, "nm_max_evals": 300, "nm_init_step": 0.5, "lr": 1e-2}
+    )
     assert row["n_qubits"] == 5 and row["entropy_step1"] < row["entropy_target"]
     assert row["f1"] - 1e-12 <= row["infidelity_step2"] <= row["f2"] + 1e-12
 

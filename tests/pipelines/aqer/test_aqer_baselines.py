@@ -20,8 +20,11 @@ from rayworks.pipelines.aqer.statevector import apply_2q, zero_state
 def random_chi2_state(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     dims = [1] + [2] * (n - 1) + [1]
-    ts = [rng.standard_normal((dims[i], 2, dims[i + 1]))
-          + 1j * rng.standard_normal((dims[i], 2, dims[i + 1])) for i in range(n)]  # fmt: skip
+    ts = [
+        rng.standard_normal((dims[i], 2, dims[i + 1]))
+        + 1j * rng.standard_normal((dims[i], 2, dims[i + 1]))
+        for i in range(n)
+    ]
     psi = ts[0]
     for t in ts[1:]:
         psi = np.tensordot(psi, t, axes=([-1], [0]))

@@ -9,24 +9,44 @@ import yaml
 from rayworks.pipelines.aqer.cells import cell_lines, collect, headline_lines
 from rayworks.pipelines.aqer.pieces import run_piece
 
-SPEC = {"family": "tfim", "index": 0, "name": "tfim/h=1.0", "n_qubits": 4,
-        "tfim_fields": [1.0], "depth": 3}  # fmt: skip
-AQER = {"nm_tol": 1e-4, "nm_max_evals": 300, "nm_init_step": 0.5, "adam_steps": 5, "lr": 1e-2,
-        "pair_order": "greedy", "init": "step_one"}  # fmt: skip
+SPEC = {
+    "family": "tfim",
+    "index": 0,
+    "name": "tfim/h=1.0",
+    "n_qubits": 4,
+    "tfim_fields": [1.0],
+    "depth": 3,
+}
+AQER = {
+    "nm_tol": 1e-4,
+    "nm_max_evals": 300,
+    "nm_init_step": 0.5,
+    "adam_steps": 5,
+    "lr": 1e-2,
+    "pair_order": "greedy",
+    "init": "step_one",
+}
 
 
 def _run(root, name: str, seed: int, rows: list[dict]) -> None:
     run = root / name
     (run / "artifacts").mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "gate_count": "cnot",
-                                                     "n_qubits": 10}))  # fmt: skip
+    (run / "config.yaml").write_text(
+        yaml.safe_dump({"seed": seed, "gate_count": "cnot", "n_qubits": 10})
+    )
     (run / "artifacts/table.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
 
 
 def test_cells_group_by_seed_and_count_wins(tmp_path) -> None:
     def row(arm: str, inf: float) -> dict:
-        return {"arm": arm, "target": "tfim/h=1.0", "family": "tfim", "g": 54, "g_used": 54,
-                "infidelity": inf}  # fmt: skip
+        return {
+            "arm": arm,
+            "target": "tfim/h=1.0",
+            "family": "tfim",
+            "g": 54,
+            "g_used": 54,
+            "infidelity": inf,
+        }
 
     for seed, (a, h, m) in enumerate([(0.01, 0.2, 0.005), (0.01, 0.3, 0.005), (0.01, 0.1, 0.02)]):
         _run(tmp_path, f"aqer{seed}", seed, [row("aqer", a)])
@@ -53,7 +73,8 @@ def test_only_the_hec_arm_depends_on_the_seed() -> None:
         out[seed] = (
             run_piece("aqer", spec=spec, n_blocks=4, one=one, settings=AQER)["infidelity"],
             run_piece("mps", spec=spec, max_layers=2, chi=2)["curve"],
-            run_piece("hec", spec=spec, n_rzz=4,
-                      settings={"adam_steps": 5, "lr": 1e-2, "restarts": 1})["infidelity"],
-        )  # fmt: skip
+            run_piece(
+                "hec", spec=spec, n_rzz=4, settings={"adam_steps": 5, "lr": 1e-2, "restarts": 1}
+            )["infidelity"],
+        )
     assert out[0][:2] == out[1][:2] and out[0][2] != out[1][2]

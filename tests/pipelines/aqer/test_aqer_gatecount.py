@@ -86,11 +86,22 @@ def test_cnot_count_of_each_loader_matches_a_hand_count(monkeypatch) -> None:
     """N = 4, budget of 2 MPS layers under `cnot` (G = 2 x 3 x 3 = 18): AQER 9 blocks, HEC 9
     RZZs, MPS 2 layers of 3 SU(4) gates. The pipeline's G used for each arm must equal the
     summed minimal CNOT counts of the gates that loader applies."""
-    cfg = build_config(AqerConfig, None, (), (
-        "n_qubits=4", "gate_count=cnot", "budget_layers=[2]", "targets.families=[tfim]",
-        "targets.tfim_fields=[1.0]", "scaling_qubits=[]", "aqer.adam_steps=0",
-        "hec.adam_steps=1", "hec.restarts=1",
-    ))  # fmt: skip
+    cfg = build_config(
+        AqerConfig,
+        None,
+        (),
+        (
+            "n_qubits=4",
+            "gate_count=cnot",
+            "budget_layers=[2]",
+            "targets.families=[tfim]",
+            "targets.tfim_fields=[1.0]",
+            "scaling_qubits=[]",
+            "aqer.adam_steps=0",
+            "hec.adam_steps=1",
+            "hec.restarts=1",
+        ),
+    )
     assert cfg.gates == [18]
     first, second = plan_stages(cfg, target_specs(cfg))
     done = {c["kind"]: run_piece(**c) for c in first}

@@ -12,8 +12,12 @@ from rayworks.pipelines.aqer.entropy import qubit_entropies, total_entropy
 from rayworks.pipelines.aqer.statevector import apply_1q, apply_2q, product_state, zero_state
 from rayworks.pipelines.aqer.targets import haar_unitary
 
-KET = (np.array([[1, 0], [0, 0]]), np.array([[0, 1], [0, 0]]),
-       np.array([[0, 0], [1, 0]]), np.array([[0, 0], [0, 1]]))  # fmt: skip
+KET = (
+    np.array([[1, 0], [0, 0]]),
+    np.array([[0, 1], [0, 0]]),
+    np.array([[0, 0], [1, 0]]),
+    np.array([[0, 0], [0, 1]]),
+)
 
 
 def dense_1q(gate: np.ndarray, q: int, n: int) -> np.ndarray:
@@ -42,8 +46,7 @@ def test_gate_sequence_matches_dense_unitary_product(n: int) -> None:
     for _ in range(6):
         j, k = rng.choice(n, size=2, replace=False)  # any order, not only neighbours
         g2, g1, q = haar_unitary(4, rng), haar_unitary(2, rng), int(rng.integers(n))
-        psi = apply_1q(apply_2q(psi, torch.from_numpy(g2), int(j), int(k)),
-                       torch.from_numpy(g1), q)  # fmt: skip
+        psi = apply_1q(apply_2q(psi, torch.from_numpy(g2), int(j), int(k)), torch.from_numpy(g1), q)
         dense = dense_1q(g1, q, n) @ dense_2q(g2, int(j), int(k), n) @ dense
     np.testing.assert_allclose(psi.numpy().reshape(-1), dense @ vec, atol=1e-12)
 

@@ -37,8 +37,13 @@ def test_performer_kernel_estimate_converges() -> None:
     truth = np.exp(q @ k.T / 2.0)
     errs = []
     for r in (16, 256, 4096):
-        est = np.mean([performer_kernel(q, k, np.random.default_rng([r, s]).standard_normal((r, 4)))
-                       for s in range(8)], axis=0)  # fmt: skip
+        est = np.mean(
+            [
+                performer_kernel(q, k, np.random.default_rng([r, s]).standard_normal((r, 4)))
+                for s in range(8)
+            ],
+            axis=0,
+        )
         errs.append(np.abs(est / truth - 1).mean())
     assert errs[0] > errs[1] > errs[2] and errs[2] < 0.03
     assert loglog_slope([16, 256, 4096], errs) == pytest.approx(-0.5, abs=0.15)
@@ -71,9 +76,11 @@ def test_loglog_slope() -> None:
 
 def test_pass_rule_reads_every_part() -> None:
     cfg = AttnRowConfig()
-    err = [{"table": "error", "input": "synthetic", "method": m, "s": s, "row_err": e}
-           for m, e in (("analogue", 0.01), ("rls_nystrom", 0.001), ("uniform_nystrom", 0.002))
-           for s in (10, 100)]  # fmt: skip
+    err = [
+        {"table": "error", "input": "synthetic", "method": m, "s": s, "row_err": e}
+        for m, e in (("analogue", 0.01), ("rls_nystrom", 0.001), ("uniform_nystrom", 0.002))
+        for s in (10, 100)
+    ]
     samp = [{"table": "sampling", "m": m, "sampling_err": m**-0.5} for m in (10, 100, 1000)]
     timing = [{"table": "timing", "method": "analogue", "n": n, "query_us": 5.0} for n in (1, 8)]
     out = pass_rule(err + samp + timing, 10.0, cfg)  # needs s >= 10·ln 10 = 23

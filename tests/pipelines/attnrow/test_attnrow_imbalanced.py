@@ -97,9 +97,11 @@ def test_exact_dz_ablation_is_registered_and_plans(monkeypatch: pytest.MonkeyPat
     assert "imb_row_err" in spec.report
     arms = bench.plan_arms("attnrow")
     assert [(a.name, a.role) for a in arms] == [
-        ("attnrow", "method"), ("attnrow_uniform", "baseline"),
-        ("attnrow_performer", "baseline"), ("attnrow[exact_dz]", "ablation"),
-    ]  # fmt: skip
+        ("attnrow", "method"),
+        ("attnrow_uniform", "baseline"),
+        ("attnrow_performer", "baseline"),
+        ("attnrow[exact_dz]", "ablation"),
+    ]
     plan = bench.plan_runs(arms, seeds=1, preset="smoke", overrides=["n_ref=256"])
     cfg = {r.arm.name: r.cfg for r in plan}
     ablated, uniform = cfg["attnrow[exact_dz]"], cfg["attnrow_uniform"]

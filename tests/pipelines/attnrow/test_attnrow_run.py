@@ -14,9 +14,11 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     assert len(records) == 3 + 1 + 1 + 4 * 2 + 2 + 1 + 2 + 3
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
     errors = {(r["input"], r["method"]) for r in table if r["table"] == "error"}
-    assert errors == {(i, m) for i in ("synthetic", "lm")
-                      for m in ("analogue", "rls_nystrom", "uniform_nystrom", "performer")} | {
-        ("imbalanced", "rls_nystrom"), ("imbalanced", "uniform_nystrom")}  # fmt: skip
+    assert errors == {
+        (i, m)
+        for i in ("synthetic", "lm")
+        for m in ("analogue", "rls_nystrom", "uniform_nystrom", "performer")
+    } | {("imbalanced", "rls_nystrom"), ("imbalanced", "uniform_nystrom")}
     imb = [r for r in table if r["table"] == "error" and r["input"] == "imbalanced"]
     assert all(r["minor_rows"] > 0 and 0 <= r["row_err_minor"] < 1 for r in imb)
     for key in (
@@ -43,6 +45,11 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     assert 0 < summary["row_err"] < 1 and summary["rls_nystrom_row_err"] < 0.01
     assert summary["s_lambda"] > 1 and "pass_rule" in summary and "sampling_slope" in summary
     assert "MODELLED" in (run / "artifacts/table.md").read_text()
-    for name in ("error_vs_landmarks", "query_time_vs_n", "s_lambda_vs_scale", "error_vs_samples",
-                 "error_vs_n_sublinear_m"):  # fmt: skip
+    for name in (
+        "error_vs_landmarks",
+        "query_time_vs_n",
+        "s_lambda_vs_scale",
+        "error_vs_samples",
+        "error_vs_n_sublinear_m",
+    ):
         assert (run / f"artifacts/{name}.png").stat().st_size > 1000

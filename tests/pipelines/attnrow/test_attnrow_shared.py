@@ -45,8 +45,9 @@ def sampled(q, k, v, landmarks, m_inv, m: int, seed: int, estimator: str) -> np.
 def tokens():
     q, k, v = clustered_tokens(SYN, 512, seed=0)
     lam = 0.01 * 2 * len(k)
-    opts = BuildOptions(s=96, m=1, lam=lam, landmarks="rls_exact", normaliser="exact",
-                        product="exact")  # fmt: skip
+    opts = BuildOptions(
+        s=96, m=1, lam=lam, landmarks="rls_exact", normaliser="exact", product="exact"
+    )
     exact_dz = build(RowOracle(q, k, v), opts, np.random.default_rng(0))
     return q, k, v, exact_dz
 
@@ -79,8 +80,10 @@ def test_error_against_dense_attention_falls_with_m(tokens) -> None:
     q, k, v, exact_dz = tokens
     truth = dense_attention(q, k, v)
     rows = np.arange(0, len(q), 8)
-    floor = np.median(np.linalg.norm(exact_dz.query_many(q[rows]) - truth[rows], axis=1)
-                      / np.linalg.norm(truth[rows], axis=1))  # fmt: skip
+    floor = np.median(
+        np.linalg.norm(exact_dz.query_many(q[rows]) - truth[rows], axis=1)
+        / np.linalg.norm(truth[rows], axis=1)
+    )
     ms, err = (32, 256, 2048), {"shared": [], "independent": []}
     for est in err:
         for m in ms:
@@ -106,10 +109,14 @@ def test_shared_u_and_z_are_unbiased(tokens) -> None:
     phi = exp_kernel(lms, k / SYN.d**0.25)  # (s, n)
     u_true, z_true = phi.sum(axis=1), phi @ v
     opts = BuildOptions(s=len(lms), m=16, lam=1.0)
-    draws = [sample_stages(RowOracle(q, k, v), lms, opts, np.random.default_rng(seed))
-             for seed in range(500)]  # fmt: skip
-    for got, truth in ((np.array([d[0] for d in draws]), u_true),
-                       (np.array([d[1] for d in draws]), z_true)):  # fmt: skip
+    draws = [
+        sample_stages(RowOracle(q, k, v), lms, opts, np.random.default_rng(seed))
+        for seed in range(500)
+    ]
+    for got, truth in (
+        (np.array([d[0] for d in draws]), u_true),
+        (np.array([d[1] for d in draws]), z_true),
+    ):
         se = got.std(axis=0) / np.sqrt(len(got))
         assert np.all(np.abs(got.mean(axis=0) - truth) <= 4.5 * se + 1e-12)
         assert np.all(got.std(axis=0) > 0)
@@ -120,8 +127,14 @@ def test_rls_over_uniform_pairs_draws() -> None:
     rls, uni = [1.0, 2.0, 4.0], [2.0, 2.0, 2.0]
 
     def row(method: str, draws: list[float]) -> dict:
-        return {"table": "error", "input": "synthetic", "method": method, "multiple": 8.0,
-                "row_err": float(np.mean(draws)), "row_err_draws": draws}  # fmt: skip
+        return {
+            "table": "error",
+            "input": "synthetic",
+            "method": method,
+            "multiple": 8.0,
+            "row_err": float(np.mean(draws)),
+            "row_err_draws": draws,
+        }
 
     out = rls_over_uniform(cfg, [row("rls_nystrom", rls), row("uniform_nystrom", uni)])
     logs = np.log(np.array(rls) / np.array(uni))  # -ln 2, 0, ln 2
@@ -133,8 +146,13 @@ def test_rls_over_uniform_pairs_draws() -> None:
 
 
 def test_error_piece_averages_distinct_landmark_draws() -> None:
-    cfg = AttnRowConfig(landmark_draws=3, landmark_multiples=[1.0], headline_multiple=1.0,
-                        query_rows=20, synthetic=SYN)  # fmt: skip
+    cfg = AttnRowConfig(
+        landmark_draws=3,
+        landmark_multiples=[1.0],
+        headline_multiple=1.0,
+        query_rows=20,
+        synthetic=SYN,
+    )
     q, k, v = clustered_tokens(SYN, 200, seed=0)
     [row] = error_piece(cfg, "synthetic", "uniform_nystrom", q, k, v, s_lambda=12.0)
     draws = row["row_err_draws"]

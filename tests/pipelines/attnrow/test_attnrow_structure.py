@@ -33,8 +33,15 @@ def qkv(n: int = 30, d: int = 4, seed: int = 0):
 @pytest.mark.parametrize("landmarks", ["uniform", "rls_exact", "rls"])
 def test_all_points_as_landmarks_reproduce_exact_attention(landmarks: str) -> None:
     q, k, v = qkv()
-    opts = BuildOptions(s=60, m=1, lam=1.0, landmarks=landmarks, normaliser="exact",
-                        product="exact", pinv_rcond=1e-13)  # fmt: skip
+    opts = BuildOptions(
+        s=60,
+        m=1,
+        lam=1.0,
+        landmarks=landmarks,
+        normaliser="exact",
+        product="exact",
+        pinv_rcond=1e-13,
+    )
     rows = build(RowOracle(q, k, v), opts, np.random.default_rng(0))
     err = np.abs(rows.query_many(q) - exact_rows(q, k, v)).max()
     assert err < 1e-6 * np.abs(v).max()
@@ -79,15 +86,20 @@ class CountingRows:
 
 @pytest.mark.parametrize(
     ("landmarks", "est", "estimator"),
-    [("rls", "sampled", "shared"), ("uniform", "exact", "shared"),
-     ("rls_exact", "sampled", "independent"), ("uniform", "sampled", "shared")],
-)  # fmt: skip
+    [
+        ("rls", "sampled", "shared"),
+        ("uniform", "exact", "shared"),
+        ("rls_exact", "sampled", "independent"),
+        ("uniform", "sampled", "shared"),
+    ],
+)
 def test_oracle_counts_what_the_code_reads(landmarks: str, est: str, estimator: str) -> None:
     q, k, v = qkv(n=50)
     wrapped = [CountingRows(a) for a in (q, k, v)]
     oracle = RowOracle(*wrapped)
-    opts = BuildOptions(s=7, m=13, lam=1.0, landmarks=landmarks, normaliser=est, product=est,
-                        estimator=estimator)  # fmt: skip
+    opts = BuildOptions(
+        s=7, m=13, lam=1.0, landmarks=landmarks, normaliser=est, product=est, estimator=estimator
+    )
     rows = build(oracle, opts, np.random.default_rng(0))
     totals = oracle.stage_totals()
     assert sum(totals.values()) == sum(w.read for w in wrapped)

@@ -5,13 +5,51 @@ from __future__ import annotations
 
 import random
 
-NOUNS = ("river", "garden", "teacher", "village", "market", "window", "harbor", "student",
-         "forest", "engine", "letter", "bridge", "mountain", "kitchen", "doctor", "library",
-         "painter", "farmer", "island", "castle")  # fmt: skip
-VERBS = ("watched", "carried", "followed", "painted", "visited", "repaired", "described",
-         "opened", "measured")  # fmt: skip
-ADJS = ("quiet", "ancient", "bright", "narrow", "careful", "distant", "modest", "heavy",
-        "gentle", "curious")  # fmt: skip
+NOUNS = (
+    "river",
+    "garden",
+    "teacher",
+    "village",
+    "market",
+    "window",
+    "harbor",
+    "student",
+    "forest",
+    "engine",
+    "letter",
+    "bridge",
+    "mountain",
+    "kitchen",
+    "doctor",
+    "library",
+    "painter",
+    "farmer",
+    "island",
+    "castle",
+)
+VERBS = (
+    "watched",
+    "carried",
+    "followed",
+    "painted",
+    "visited",
+    "repaired",
+    "described",
+    "opened",
+    "measured",
+)
+ADJS = (
+    "quiet",
+    "ancient",
+    "bright",
+    "narrow",
+    "careful",
+    "distant",
+    "modest",
+    "heavy",
+    "gentle",
+    "curious",
+)
 EMAIL = "jane.doe@example.org"
 
 

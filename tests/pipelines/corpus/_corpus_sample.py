@@ -21,11 +21,17 @@ def local_rows() -> tuple[dict, ...]:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, cfg in {
-            "debian": dict(debian_doc="/usr/share/doc", max_packages=60, max_docs=60,
-                           max_docs_per_package=2),
-            "python": dict(site_packages=(sysconfig.get_paths()["purelib"],), debian_doc=None,
-                           max_packages=10, max_docs=20, max_docs_per_package=2),
-        }.items():  # fmt: skip
+            "debian": dict(
+                debian_doc="/usr/share/doc", max_packages=60, max_docs=60, max_docs_per_package=2
+            ),
+            "python": dict(
+                site_packages=(sysconfig.get_paths()["purelib"],),
+                debian_doc=None,
+                max_packages=10,
+                max_docs=20,
+                max_docs_per_package=2,
+            ),
+        }.items():
             out = Path(tmp) / name
             build_corpus(SourceConfig(out_dir=str(out), max_bytes=64_000, **cfg))
             for shard in sorted(out.glob("part-*.jsonl.gz")):

@@ -34,20 +34,49 @@ def line(text: str, license: str = "MIT") -> str:
 
 # file -> its lines; the duplicates sit in other files (other units) than their originals
 FILES = {
-    "a.jsonl": [line(prose(0)), line(prose(1) + f"\nPlease write to {EMAIL} today."),
-                "{not json"],  # a:3 rejected json:invalid
-    "b.jsonl": [line(prose(2)), line(prose(0)),  # b:2 = a:1, dedup:exact
-                line(prose(3), license="GPL-3.0-only")],  # b:3 license:copyleft
-    "c.jsonl": [line(near_copy(prose(2))),  # c:1 ~ b:1, dedup:near
-                line("Far too short to keep."), line(prose(4))],  # c:2 gopher:min_words
+    "a.jsonl": [
+        line(prose(0)),
+        line(prose(1) + f"\nPlease write to {EMAIL} today."),
+        "{not json",
+    ],  # a:3 rejected json:invalid
+    "b.jsonl": [
+        line(prose(2)),
+        line(prose(0)),  # b:2 = a:1, dedup:exact
+        line(prose(3), license="GPL-3.0-only"),
+    ],  # b:3 license:copyleft
+    "c.jsonl": [
+        line(near_copy(prose(2))),  # c:1 ~ b:1, dedup:near
+        line("Far too short to keep."),
+        line(prose(4)),
+    ],  # c:2 gopher:min_words
     "d.jsonl": [line(prose(5)), line(prose(6))],
-}  # fmt: skip
-QUARANTINE = {("b.jsonl", 2, "dedup:exact"), ("b.jsonl", 3, "license:copyleft"),
-              ("c.jsonl", 1, "dedup:near"), ("c.jsonl", 2, "gopher:min_words")}  # fmt: skip
-KEPT = {("a.jsonl", 1), ("a.jsonl", 2), ("b.jsonl", 1), ("c.jsonl", 3), ("d.jsonl", 1),
-        ("d.jsonl", 2)}  # fmt: skip
-COUNTS = ("in", "kept", "dropped", "rejected", "duplicate_ids", "near_dup_clusters",
-          "kept_tokens", "units", "resumed_units", "child_restarts")  # fmt: skip
+}
+QUARANTINE = {
+    ("b.jsonl", 2, "dedup:exact"),
+    ("b.jsonl", 3, "license:copyleft"),
+    ("c.jsonl", 1, "dedup:near"),
+    ("c.jsonl", 2, "gopher:min_words"),
+}
+KEPT = {
+    ("a.jsonl", 1),
+    ("a.jsonl", 2),
+    ("b.jsonl", 1),
+    ("c.jsonl", 3),
+    ("d.jsonl", 1),
+    ("d.jsonl", 2),
+}
+COUNTS = (
+    "in",
+    "kept",
+    "dropped",
+    "rejected",
+    "duplicate_ids",
+    "near_dup_clusters",
+    "kept_tokens",
+    "units",
+    "resumed_units",
+    "child_restarts",
+)
 
 
 def run_on_cluster(head_cpus: int, workers: int, inputs: list[Path], base: Path) -> dict:
@@ -58,20 +87,35 @@ def run_on_cluster(head_cpus: int, workers: int, inputs: list[Path], base: Path)
     token = temp / "auth_token"
     token.write_text(secrets.token_hex(32))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token), RAY_TMPDIR=str(temp),
-               RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", RAY_USAGE_STATS_ENABLED="0",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")  # fmt: skip
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=str(token),
+        RAY_TMPDIR=str(temp),
+        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",
+        RAY_USAGE_STATS_ENABLED="0",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     env.pop("RAY_API_SERVER_ADDRESS", None)
     result = base / "result.json"
-    overrides = [f"inputs=[{','.join(map(str, inputs))}]", "cpus=2", "unit_bytes=1",
-                 "batch_size=4"]  # fmt: skip
-    cmd = [sys.executable, "-m", "rayworks.pipelines.corpus.cluster_check",
-           f"--head-cpus={head_cpus}", f"--workers={workers}", f"--runs-dir={base / 'runs'}",
-           f"--temp-dir={temp / 'ray'}", f"--result={result}", "--", *overrides]  # fmt: skip
+    overrides = [f"inputs=[{','.join(map(str, inputs))}]", "cpus=2", "unit_bytes=1", "batch_size=4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rayworks.pipelines.corpus.cluster_check",
+        f"--head-cpus={head_cpus}",
+        f"--workers={workers}",
+        f"--runs-dir={base / 'runs'}",
+        f"--temp-dir={temp / 'ray'}",
+        f"--result={result}",
+        "--",
+        *overrides,
+    ]
     log = base / "cluster_check.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         code = proc.wait(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -9,8 +9,18 @@ import pytest
 
 from rayworks.pipelines.corpus.datasheet import write_datasheet
 
-COLUMNS = ["drop_reason", "collection", "lang", "license_status", "license",
-           "docs", "chars", "tokens", "pii_email", "pii_phone"]  # fmt: skip
+COLUMNS = [
+    "drop_reason",
+    "collection",
+    "lang",
+    "license_status",
+    "license",
+    "docs",
+    "chars",
+    "tokens",
+    "pii_email",
+    "pii_phone",
+]
 HOSTILE = "<script>alert('x')</script>|$x^2$"
 ROWS = [
     ("", "web", "en", "permissive", "MIT", 80, 160_000, 40_000, 3, 1),
@@ -30,12 +40,26 @@ ATTRITION = [
 ]
 DEDUP = {
     "exact_duplicate_ids": 2,
-    "near": {"threshold": 0.8, "bands": 16, "rows": 8, "n_candidate_pairs": 12,
-             "n_verified_pairs": 9, "n_clusters": 3, "docs_in_clusters": 7, "docs_removed": 4,
-             "cluster_sizes": {"2": 2, "3": 1}},
-}  # fmt: skip
-META = {"version": "0.1.0", "open_only": True, "input": "local corpus", "seconds": 12.34,
-        "config": {"gopher_min_words": 50}, "tokenizer_vocab_size": 8192}  # fmt: skip
+    "near": {
+        "threshold": 0.8,
+        "bands": 16,
+        "rows": 8,
+        "n_candidate_pairs": 12,
+        "n_verified_pairs": 9,
+        "n_clusters": 3,
+        "docs_in_clusters": 7,
+        "docs_removed": 4,
+        "cluster_sizes": {"2": 2, "3": 1},
+    },
+}
+META = {
+    "version": "0.1.0",
+    "open_only": True,
+    "input": "local corpus",
+    "seconds": 12.34,
+    "config": {"gopher_min_words": 50},
+    "tokenizer_vocab_size": 8192,
+}
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,10 @@ from rayworks.platform.context import RunContext
 
 
 def write_jsonl(path: Path, texts: list[str]) -> None:
-    rows = [{"id": f"{path.stem}-{i}", "text": t, "collection": "web", "license": "MIT"}
-            for i, t in enumerate(texts)]  # fmt: skip
+    rows = [
+        {"id": f"{path.stem}-{i}", "text": t, "collection": "web", "license": "MIT"}
+        for i, t in enumerate(texts)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -51,8 +53,11 @@ def test_peer_drops_short_docs_and_near_duplicates(tmp_path: Path):
     assert summary["kept_share"] == pytest.approx(3 / 7)
     assert summary["docs_per_s"] > 0 and summary["mb_per_s"] > 0 and summary["text_mb_per_s"] > 0
     assert summary["files"] == 2 and summary["word_tokenizer"].startswith("str.split")
-    kept = [json.loads(line) for f in sorted((ctx.artifacts_dir / "output").glob("*.jsonl"))
-            for line in f.read_text().splitlines()]  # fmt: skip
+    kept = [
+        json.loads(line)
+        for f in sorted((ctx.artifacts_dir / "output").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     texts = sorted(r["text"] for r in kept)
     assert len(texts) == 3 and prose(2) in texts and prose(1) in texts
     assert (prose(0) in texts) != (near_copy(prose(0)) in texts)  # one of the pair survives
@@ -126,9 +131,12 @@ def test_step_classes_unpickle_in_a_fresh_interpreter():
 
     steps = [step for _, step in peer.filter_steps(DatatroveConfig(), peer._tokenizer("split"))]
     out = subprocess.run(
-        [sys.executable, "-c", UNPICKLE, prose(5)], input=dill.dumps(steps),
-        capture_output=True, check=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", UNPICKLE, prose(5)],
+        input=dill.dumps(steps),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     names = "['PyLangIdFilter', 'GopherQualityFilter', 'GopherRepetitionFilter']"
     assert out.stdout.decode().split("\n")[0] == f"{names} True en"
 

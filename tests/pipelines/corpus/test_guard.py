@@ -26,8 +26,9 @@ PROSE = (
 def _input(path: Path) -> str:
     docs = [f"{PROSE} Item {i}." for i in range(6)]
     docs[3] += f" {MARKER}"
-    path.write_text("".join(json.dumps({"text": t, "collection": "web", "license": "MIT"}) + "\n"
-                            for t in docs))  # fmt: skip
+    path.write_text(
+        "".join(json.dumps({"text": t, "collection": "web", "license": "MIT"}) + "\n" for t in docs)
+    )
     return str(path)
 
 

@@ -155,6 +155,13 @@ def test_real_debian_copyright(package, spdx, status, confidence):
 
 def test_is_open_classes():
     make = lambda status: LicenseEvidence(None, status, "e", "s")  # noqa: E731
-    assert [is_open(make(s)) for s in ("public-domain", "permissive", "copyleft", "proprietary", "unknown")] == [
-        True, True, False, False, False,
-    ]  # fmt: skip
+    assert [
+        is_open(make(s))
+        for s in ("public-domain", "permissive", "copyleft", "proprietary", "unknown")
+    ] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]

@@ -128,8 +128,13 @@ def runs(ray_session, corpus, tmp_path_factory) -> dict:
     ends = {row for edge in links.edges for row in edge}
     got = fetch([str(unit)], ends, set(links.exact), None, CFG)
     exact2, edges2 = _links(_key_files(_signed(shuffled), folder / "..", 3, 1))
-    sigs2 = dict(zip(table[ROW_ID].to_pylist(),
-                     (decode_signature(c) for c in table[SIGNATURE].to_pylist()), strict=True))  # fmt: skip
+    sigs2 = dict(
+        zip(
+            table[ROW_ID].to_pylist(),
+            (decode_signature(c) for c in table[SIGNATURE].to_pylist()),
+            strict=True,
+        )
+    )
     ids = dict(zip(table[ROW_ID].to_pylist(), table["id"].to_pylist(), strict=True))
     return {
         "links": links,

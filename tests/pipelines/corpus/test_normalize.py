@@ -53,11 +53,42 @@ def _plain_normalize(text: str, cfg: NormalizeConfig) -> str:
 def test_skipped_patterns_are_the_ones_without_a_match(ascii_only: bool) -> None:
     import random
 
-    pieces = ["word", "a", " ", "  ", "   ", "\t", " \t", "\n", "\r\n", "\r", "\x00", "\x07",
-              "\x0b", "\x1b", "\x1f", "\x7f", "x  "]  # fmt: skip
+    pieces = [
+        "word",
+        "a",
+        " ",
+        "  ",
+        "   ",
+        "\t",
+        " \t",
+        "\n",
+        "\r\n",
+        "\r",
+        "\x00",
+        "\x07",
+        "\x0b",
+        "\x1b",
+        "\x1f",
+        "\x7f",
+        "x  ",
+    ]
     if not ascii_only:
-        pieces += ["é", "e\u0301", "ﬁ", "日本", "\x85", "\u2028", "\u2029", "\x80", "\x9f",
-                   "\ufeff", "\u00a0", "\u00a0 ", "\u3000", "\U0001f600"]  # fmt: skip
+        pieces += [
+            "é",
+            "e\u0301",
+            "ﬁ",
+            "日本",
+            "\x85",
+            "\u2028",
+            "\u2029",
+            "\x80",
+            "\x9f",
+            "\ufeff",
+            "\u00a0",
+            "\u00a0 ",
+            "\u3000",
+            "\U0001f600",
+        ]
     rng = random.Random(ascii_only)
     configs = [
         NormalizeConfig(),

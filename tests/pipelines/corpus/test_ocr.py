@@ -53,8 +53,11 @@ def test_clean_english_local_documents_score_high() -> None:
     above 0.9): the median is high, and OCR noise lowers nearly every document's score."""
     rows = [r for r in local_rows() if r["collection"] != "code"]
     langs = identify_many([r["text"] for r in rows])
-    texts = [r["text"][:20_000] for r, (lang, c) in zip(rows, langs, strict=True)
-             if lang == "en" and c > 0.9 and len(r["text"].split()) >= 50]  # fmt: skip
+    texts = [
+        r["text"][:20_000]
+        for r, (lang, c) in zip(rows, langs, strict=True)
+        if lang == "en" and c > 0.9 and len(r["text"].split()) >= 50
+    ]
     assert len(texts) >= 20
     clean = consistency(texts)
     old = consistency(texts, min_segment_confidence=0.5)

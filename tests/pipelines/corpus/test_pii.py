@@ -129,9 +129,15 @@ def test_no_break_space_joins_one_number_but_two_spaces_part_two():
 
 @pytest.mark.parametrize(
     "address",
-    ["élodie.dupont@exemple.fr", "user@bücher.de", "jürgen.groß@straße.de",
-     "иван.петров@пример.рф", "δοκιμή@παράδειγμα.ελ", "info@xn--bcher-kva.de"],
-)  # fmt: skip
+    [
+        "élodie.dupont@exemple.fr",
+        "user@bücher.de",
+        "jürgen.groß@straße.de",
+        "иван.петров@пример.рф",
+        "δοκιμή@παράδειγμα.ελ",
+        "info@xn--bcher-kva.de",
+    ],
+)
 def test_internationalised_emails(address):
     out, counts = redact(f"Écrire à {address}, merci.", CFG)
     assert out == "Écrire à <EMAIL>, merci." and counts["email"] == 1
@@ -202,14 +208,22 @@ def test_random_numeric_table_gives_no_card_or_phone_hits(sep):
 @pytest.mark.parametrize(
     "lang, phone",
     [
-        ("fr", "01 23 45 67 89"), ("fr", "01.23.45.67.89"), ("fr", "+33 1 23 45 67 89"),
+        ("fr", "01 23 45 67 89"),
+        ("fr", "01.23.45.67.89"),
+        ("fr", "+33 1 23 45 67 89"),
         ("fr", "06 12 34 56 78"),
-        ("de", "030 12345678"), ("de", "(030) 1234567"), ("de", "+49 (0)30 1234567"),
+        ("de", "030 12345678"),
+        ("de", "(030) 1234567"),
+        ("de", "+49 (0)30 1234567"),
         ("de", "089/12345678"),
-        ("en", "(650) 253-0000"), ("en", "650-253-0000"), ("en", "650.253.0000"),
-        ("en", "+1 650-253-0000"), ("en", "020 7946 0958"), ("en", "+44 20 7946 0958"),
+        ("en", "(650) 253-0000"),
+        ("en", "650-253-0000"),
+        ("en", "650.253.0000"),
+        ("en", "+1 650-253-0000"),
+        ("en", "020 7946 0958"),
+        ("en", "+44 20 7946 0958"),
     ],
-)  # fmt: skip
+)
 def test_real_looking_phones_in_their_formats(lang, phone):
     assert redact(f"Tel: {phone}.", CFG, lang)[0] == "Tel: <PHONE>."
 
@@ -225,12 +239,18 @@ def test_two_numbers_split_by_a_slash():
 
 @pytest.mark.parametrize(
     "card",
-    ["4111 1111 1111 1111", "4111-1111-1111-1111", "4012888888881881",  # Visa
-     "5555 5555 5555 4444", "2223 0031 2200 3222",  # Mastercard (51-55, 2221-2720)
-     "3782 822463 10005",  # Amex 4-6-5
-     "6011 1111 1111 1117", "3530 1113 3330 0000",  # Discover, JCB
-     f"4111{NBSP}1111{NBSP}1111{NBSP}1111"],
-)  # fmt: skip
+    [
+        "4111 1111 1111 1111",
+        "4111-1111-1111-1111",
+        "4012888888881881",  # Visa
+        "5555 5555 5555 4444",
+        "2223 0031 2200 3222",  # Mastercard (51-55, 2221-2720)
+        "3782 822463 10005",  # Amex 4-6-5
+        "6011 1111 1111 1117",
+        "3530 1113 3330 0000",  # Discover, JCB
+        f"4111{NBSP}1111{NBSP}1111{NBSP}1111",
+    ],
+)
 def test_luhn_valid_cards_with_known_prefixes(card):
     out, counts = redact(f"Carte {card}, exp. 12/29", CFG)
     assert out == "Carte <CARD_NUMBER>, exp. 12/29" and counts["card"] == 1
@@ -276,17 +296,72 @@ def test_overlap_resolution_equals_the_pairwise_rule():
 # --- speed paths (`pii.py` "Speed") equal the plain scans ---------------------------------
 
 _PIECES = [
-    "max.mustermann@beispiel.de", "a@b", "@", "x@y.z", "élodie@exemple.fr", "..@..", "+",
-    "DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "AB12", "AB12 3456 7890 1234 5",
-    "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005", "4012888888881881",
-    "8.8.8.8", "192.168.0.1", "1.2.3.4.5", "999.1.1.1", "2001:4860:4860::8888", "fe80::1",
-    "cafe::beef", "10:30:00", "a::b:", "::", "std::vector", "+49 30 12345678", "(030) 1234567",
-    "01 23 45 67 89", "01\u00a023\u00a045\u00a067\u00a089", "650-253-0000 x123", "2024-01-15",
-    "(2.13.90.0.18-1.7)", "12-20220428-1", "06 12 34 56 78 / 01 98 76 54 32", "#1688954",
-    "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668", "\uff10\uff13-1234-5678", "0.001462,",
-]  # fmt: skip
-_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "/", "(", ")", ":", "x", "é", "_", "\u00a0",
-         "\u3000", "7", "12", "A", "Tel. ", " ext. 12 ", "\u20ac", "%"]  # fmt: skip
+    "max.mustermann@beispiel.de",
+    "a@b",
+    "@",
+    "x@y.z",
+    "élodie@exemple.fr",
+    "..@..",
+    "+",
+    "DE89 3704 0044 0532 0130 00",
+    "GB82WEST12345698765432",
+    "AB12",
+    "AB12 3456 7890 1234 5",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1111",
+    "3782 822463 10005",
+    "4012888888881881",
+    "8.8.8.8",
+    "192.168.0.1",
+    "1.2.3.4.5",
+    "999.1.1.1",
+    "2001:4860:4860::8888",
+    "fe80::1",
+    "cafe::beef",
+    "10:30:00",
+    "a::b:",
+    "::",
+    "std::vector",
+    "+49 30 12345678",
+    "(030) 1234567",
+    "01 23 45 67 89",
+    "01\u00a023\u00a045\u00a067\u00a089",
+    "650-253-0000 x123",
+    "2024-01-15",
+    "(2.13.90.0.18-1.7)",
+    "12-20220428-1",
+    "06 12 34 56 78 / 01 98 76 54 32",
+    "#1688954",
+    "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668",
+    "\uff10\uff13-1234-5678",
+    "0.001462,",
+]
+_GLUE = [
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "",
+    ".",
+    ",",
+    "-",
+    "/",
+    "(",
+    ")",
+    ":",
+    "x",
+    "é",
+    "_",
+    "\u00a0",
+    "\u3000",
+    "7",
+    "12",
+    "A",
+    "Tel. ",
+    " ext. 12 ",
+    "\u20ac",
+    "%",
+]
 
 
 def _pii_soup(seed: int, parts: int = 600) -> str:
@@ -338,8 +413,29 @@ def test_class_table_holds_every_digit():
     assert not re.search(r"\d", above.decode("utf-32-le", "surrogatepass"))
 
 
-@pytest.mark.parametrize("region", ["US", "GB", "DE", "FR", "ES", "IT", "NL", "JP", "AR", "MX",
-                                    "BR", "IN", "AU", "GG", "CA", "RU", "CN", "CH"])  # fmt: skip
+@pytest.mark.parametrize(
+    "region",
+    [
+        "US",
+        "GB",
+        "DE",
+        "FR",
+        "ES",
+        "IT",
+        "NL",
+        "JP",
+        "AR",
+        "MX",
+        "BR",
+        "IN",
+        "AU",
+        "GG",
+        "CA",
+        "RU",
+        "CN",
+        "CH",
+    ],
+)
 def test_phone_precheck_never_refuses_a_valid_number(region):
     """`_RegionRules.may_be_valid` is a necessary condition of libphonenumber's answer: on
     every example number of the region's country code, written as digits in national and
@@ -362,8 +458,15 @@ def test_phone_precheck_never_refuses_a_valid_number(region):
                 continue
             nsn = phonenumbers.national_significant_number(example)
             national = phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.NATIONAL)
-            numbers |= {nsn, code + nsn, idd + code + nsn, re.sub(r"\D", "", national),
-                        "0" + nsn, "1" + nsn, code + "0" + nsn}  # fmt: skip
+            numbers |= {
+                nsn,
+                code + nsn,
+                idd + code + nsn,
+                re.sub(r"\D", "", national),
+                "0" + nsn,
+                "1" + nsn,
+                code + "0" + nsn,
+            }
     rng = random.Random(region)
     for _ in range(1500):
         head = rng.choice(["", "0", "1", "00", code, "0" + code[:1], idd])

@@ -141,63 +141,111 @@ def old_find_pii(text, cfg, lang=None):
 NB, NN = "\u00a0", "\u202f"
 SAMPLE = [
     # (lang, text)
-    ("de", "Kontakt: max.mustermann@beispiel.de, Tel. +49 30 12345678, Fax 030 87654321, "
-           "IBAN DE89 3704 0044 0532 0130 00 (Berlin). Rechnung 2024-01-15, Nr. 12345."),
-    ("fr", "Écrivez à marie.dupont@exemple.fr ou appelez le 01 42 68 53 00 ou le "
-           "06 12 34 56 78 / 01 98 76 54 32. IBAN FR14 2004 1010 0505 0001 3M02 606."),
-    ("en", "Call (650) 253-0000 or +1 650-253-0000 x123, UK office 020 7946 0958 "
-           "(+44 20 7946 0958). Mail ops@example.com; DNS 8.8.8.8, LAN 192.168.0.1, "
-           "2001:4860:4860::8888 and fe80::1."),
-    ("en", "Cards: 4111 1111 1111 1111, 5555-5555-5555-4444, Amex 3782 822463 10005, "
-           "bad 4111-1111-1111-1112; GB82 WEST 1234 5698 7654 32 NL91ABNA0417164300"),
+    (
+        "de",
+        "Kontakt: max.mustermann@beispiel.de, Tel. +49 30 12345678, Fax 030 87654321, "
+        "IBAN DE89 3704 0044 0532 0130 00 (Berlin). Rechnung 2024-01-15, Nr. 12345.",
+    ),
+    (
+        "fr",
+        "Écrivez à marie.dupont@exemple.fr ou appelez le 01 42 68 53 00 ou le "
+        "06 12 34 56 78 / 01 98 76 54 32. IBAN FR14 2004 1010 0505 0001 3M02 606.",
+    ),
+    (
+        "en",
+        "Call (650) 253-0000 or +1 650-253-0000 x123, UK office 020 7946 0958 "
+        "(+44 20 7946 0958). Mail ops@example.com; DNS 8.8.8.8, LAN 192.168.0.1, "
+        "2001:4860:4860::8888 and fe80::1.",
+    ),
+    (
+        "en",
+        "Cards: 4111 1111 1111 1111, 5555-5555-5555-4444, Amex 3782 822463 10005, "
+        "bad 4111-1111-1111-1112; GB82 WEST 1234 5698 7654 32 NL91ABNA0417164300",
+    ),
     ("ja", "お問い合わせ: 03-1234-5678 または info@example.co.jp まで"),
     ("es", "Llame al 912 345 678 o al +34 612 34 56 78; correo ana@ejemplo.es"),
-    ("it", "Telefono 06 1234 5678, cellulare +39 312 345 6789, IBAN "
-           "IT60 X054 2811 1010 0000 0123 456"),
+    (
+        "it",
+        "Telefono 06 1234 5678, cellulare +39 312 345 6789, IBAN IT60 X054 2811 1010 0000 0123 456",
+    ),
     ("nl", "Bel 020 123 4567 of +31 6 12345678, IBAN NL91 ABNA 0417 1643 00"),
-    (None, "binutils (2.13.90.0.18-1.7) unstable; urgency=low\n\n"
-           "gcc-12 (12-20220428-1) unstable; urgency=medium\n"
-           "libmnl (0.0.0~20101124-1) experimental; urgency=low\n"
-           "  * Build-Depends: debhelper >= 9.20151219\n"
-           " -- Jane Doe <jane@debian.org>  Thu, 02 May 2024 07:59:08 -0400"),
-    (None, "Date:   Thu Jun 14 11:38:32 2018 -0700\n\n    Fix bug #1688954\n"
-           "commit b3807dccab5aee5455137654647c9c083addb\n"
-           "Van Nostrand Reinhold, 1993, ISBN 0-442-01272-1.\n"
-           "as defined in Clause 252.227-7013 (c) (1) of the Rights"),
+    (
+        None,
+        "binutils (2.13.90.0.18-1.7) unstable; urgency=low\n\n"
+        "gcc-12 (12-20220428-1) unstable; urgency=medium\n"
+        "libmnl (0.0.0~20101124-1) experimental; urgency=low\n"
+        "  * Build-Depends: debhelper >= 9.20151219\n"
+        " -- Jane Doe <jane@debian.org>  Thu, 02 May 2024 07:59:08 -0400",
+    ),
+    (
+        None,
+        "Date:   Thu Jun 14 11:38:32 2018 -0700\n\n    Fix bug #1688954\n"
+        "commit b3807dccab5aee5455137654647c9c083addb\n"
+        "Van Nostrand Reinhold, 1993, ISBN 0-442-01272-1.\n"
+        "as defined in Clause 252.227-7013 (c) (1) of the Rights",
+    ),
     ("en", "AMD Customer Center at 800-29-29-AMD (800-292-9263) in the USA"),
-    (None, "version 1.2.3.4 and 999.1.1.1 at 10:30:00; 51 Franklin Street, Fifth Floor, "
-           "Boston, MA 02110-1301 USA"),
+    (
+        None,
+        "version 1.2.3.4 and 999.1.1.1 at 10:30:00; 51 Franklin Street, Fifth Floor, "
+        "Boston, MA 02110-1301 USA",
+    ),
     ("de", "Straße 7\n16832 Werder, Tel. 030 12345678"),
-    ("fr", f"Tél.{NB}: 01{NB}23{NB}45{NB}67{NB}89, portable +33{NN}6{NN}12{NN}34{NN}56{NN}78, "
-           f"IBAN FR76{NB}3000{NB}6000{NB}0112{NB}3456{NB}7890{NB}189"),
+    (
+        "fr",
+        f"Tél.{NB}: 01{NB}23{NB}45{NB}67{NB}89, portable +33{NN}6{NN}12{NN}34{NN}56{NN}78, "
+        f"IBAN FR76{NB}3000{NB}6000{NB}0112{NB}3456{NB}7890{NB}189",
+    ),
     ("fr", "Paris  01 23 45 67 89  75001"),
-    (None, "élodie.dupont@exemple.fr, user@bücher.de, иван@пример.рф, 連絡はinfo@example.co.jpまで"),
+    (
+        None,
+        "élodie.dupont@exemple.fr, user@bücher.de, иван@пример.рф, 連絡はinfo@example.co.jpまで",
+    ),
     (None, "JCB? 3594996572458037; Maestro 675946357018; Visa 4012888888881881"),
-    (None, "4821 93817 2231 55 0913 44821 902 3381 77120 4411 6230 55219\n"
-           "31 277 4401 9951 2 8820 1931 7741 5 41 0033 1875 3381 09"),
-]  # fmt: skip
+    (
+        None,
+        "4821 93817 2231 55 0913 44821 902 3381 77120 4411 6230 55219\n"
+        "31 277 4401 9951 2 8820 1931 7741 5 41 0033 1875 3381 09",
+    ),
+]
 
 EXPECTED_OLD_ONLY = {
     2: {("(+44 20 7946 0958", "phone")},
-    8: {("(2.13.90.0.18-1.7", "phone"), ("(12-20220428-1", "phone"),
-        ("0~20101124-1", "phone"), ("9.20151219", "phone")},
-    9: {("32 2018 -0700", "phone"), ("1688954", "phone"), ("5455137654647", "card"),
-        ("0-442-01272-1", "phone"), ("252.227-7013", "phone")},
+    8: {
+        ("(2.13.90.0.18-1.7", "phone"),
+        ("(12-20220428-1", "phone"),
+        ("0~20101124-1", "phone"),
+        ("9.20151219", "phone"),
+    },
+    9: {
+        ("32 2018 -0700", "phone"),
+        ("1688954", "phone"),
+        ("5455137654647", "card"),
+        ("0-442-01272-1", "phone"),
+        ("252.227-7013", "phone"),
+    },
     10: {("(800-292-9263", "phone")},
     12: {("16832", "phone")},
     16: {("3594996572458037", "card")},
     17: {("4821 93817 2231 55 0913", "card")},
-}  # fmt: skip
+}
 EXPECTED_NEW_ONLY = {
     2: {("+44 20 7946 0958", "phone")},
     10: {("800-292-9263", "phone")},
-    13: {(f"01{NB}23{NB}45{NB}67{NB}89", "phone"), (f"+33{NN}6{NN}12{NN}34{NN}56{NN}78", "phone"),
-         (f"FR76{NB}3000{NB}6000{NB}0112{NB}3456{NB}7890{NB}189", "iban")},
+    13: {
+        (f"01{NB}23{NB}45{NB}67{NB}89", "phone"),
+        (f"+33{NN}6{NN}12{NN}34{NN}56{NN}78", "phone"),
+        (f"FR76{NB}3000{NB}6000{NB}0112{NB}3456{NB}7890{NB}189", "iban"),
+    },
     14: {("01 23 45 67 89", "phone")},
-    15: {("élodie.dupont@exemple.fr", "email"), ("user@bücher.de", "email"),
-         ("иван@пример.рф", "email"), ("info@example.co.jp", "email")},
+    15: {
+        ("élodie.dupont@exemple.fr", "email"),
+        ("user@bücher.de", "email"),
+        ("иван@пример.рф", "email"),
+        ("info@example.co.jp", "email"),
+    },
     16: {("675946357018", "card")},
-}  # fmt: skip
+}
 
 
 def _found(spans, text):

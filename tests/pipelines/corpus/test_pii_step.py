@@ -38,10 +38,14 @@ def test_meta_and_license_evidence_are_redacted_and_counted() -> None:
     import json
 
     meta = json.dumps(
-        {"authors": ["Élodie Dupont <élodie.dupont@exemple.fr>", "J. Doe"],
-         "contact": {"tel": "+33 1 23 45 67 89", "year": 2004}, "title": "Notes"},
-        sort_keys=True, ensure_ascii=False,
-    )  # fmt: skip
+        {
+            "authors": ["Élodie Dupont <élodie.dupont@exemple.fr>", "J. Doe"],
+            "contact": {"tel": "+33 1 23 45 67 89", "year": 2004},
+            "title": "Notes",
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     batch = {
         "text": ["Voir le site.", "Mail ops@example.com"],
         "lang": ["fr", "en"],
@@ -84,11 +88,14 @@ def test_rejects_raw_text_is_redacted_keeping_the_table() -> None:
     from rayworks.pipelines.corpus.pii_step import redact_rejects
     from rayworks.pipelines.corpus.schema import REJECT_FIELDS
 
-    rejects = pa.table({
-        "source_path": ["a.jsonl", "a.jsonl", "b.txt"], "line": [3, 7, None],
-        "reason": ["json:invalid", "field:missing_text", "utf8:invalid"],
-        "raw": ['{"text": "mail me: jo@example.com, +49 30 12345678', None, "8.8.8.8 \\xff"],
-    })  # fmt: skip
+    rejects = pa.table(
+        {
+            "source_path": ["a.jsonl", "a.jsonl", "b.txt"],
+            "line": [3, 7, None],
+            "reason": ["json:invalid", "field:missing_text", "utf8:invalid"],
+            "raw": ['{"text": "mail me: jo@example.com, +49 30 12345678', None, "8.8.8.8 \\xff"],
+        }
+    )
     out = redact_rejects(rejects)
     assert out.column_names == list(REJECT_FIELDS) and out.schema == rejects.schema
     assert out["raw"].to_pylist() == [

@@ -82,8 +82,7 @@ def test_parquet_rows_are_numbered_per_file_across_blocks(tmp_path: Path):
     from the file's first row whatever the block and row-group boundaries."""
     path = tmp_path / "cc.parquet"
     texts = ["Same words here.", "Same words here.", None, "Other words.", "Same words here."]
-    pq.write_table(pa.table({"text": texts, "collection": ["OpenWeb"] * 5}), path,
-                   row_group_size=2)  # fmt: skip
+    pq.write_table(pa.table({"text": texts, "collection": ["OpenWeb"] * 5}), path, row_group_size=2)
     blocks = list(readers.parquet_rows(str(path), str(path), CFG, rows_per_block=2))
     assert [len(b) for b in blocks] == [2, 2, 1]
     rows = [r for b in blocks for r in b.to_pylist()]
@@ -165,7 +164,9 @@ def test_readers_on_ray(ray_session, corpus_dir: Path):
 
     pq_rows = readers.read_parquet_docs(str(corpus_dir / "part.parquet"), CFG).take_all()
     assert sorted((r["line"], r["reject_reason"]) for r in pq_rows) == [
-        (1, ""), (2, "field:missing_text")]  # fmt: skip
+        (1, ""),
+        (2, "field:missing_text"),
+    ]
     kept = next(r for r in pq_rows if not r["reject_reason"])
     assert kept["source"] == "cc" and kept["license"] == "CC-BY-4.0"
 

@@ -87,8 +87,9 @@ def test_identical_parquet_rows_of_one_file_dedup_to_one(ray_session, tmp_path: 
 
     src = tmp_path / "cc.parquet"
     texts = [prose(0), prose(0), near_copy(prose(0)), prose(4)]
-    pq.write_table(pa.table({"text": texts, "collection": ["OpenWeb"] * 4,
-                             "license": ["CC-BY-4.0"] * 4}), src)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": texts, "collection": ["OpenWeb"] * 4, "license": ["CC-BY-4.0"] * 4}), src
+    )
     overrides = [f"inputs=[{src}]", "input_format=parquet", "cpus=1", "batch_size=4"]
     cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
     ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
@@ -122,8 +123,11 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
     for i in range(2):
         path = tmp_path / f"in-{i}.jsonl"
         docs = [prose(10 * i + k) for k in range(3)] + ([prose(0)] if i == 1 else [])
-        path.write_text("".join(json.dumps({"text": t, "collection": "web", "license": "MIT"})
-                                + "\n" for t in docs))  # fmt: skip
+        path.write_text(
+            "".join(
+                json.dumps({"text": t, "collection": "web", "license": "MIT"}) + "\n" for t in docs
+            )
+        )
         srcs.append(str(path))
     overrides = [f"inputs=[{','.join(srcs)}]", "cpus=1", "batch_size=4", "unit_bytes=1"]
     cfg = build_config(CorpusConfig, "smoke", overrides=overrides)
@@ -148,8 +152,11 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
     half.mkdir()
     monkeypatch.setattr(WorkDir, "finish", real_finish)
     redone: list[list[str]] = []
-    monkeypatch.setattr(runner, "score_units", lambda todo, *a: (redone.append(
-        [u.name for u in todo]), real_score(todo, *a)))  # fmt: skip
+    monkeypatch.setattr(
+        runner,
+        "score_units",
+        lambda todo, *a: (redone.append([u.name for u in todo]), real_score(todo, *a)),
+    )
     resumed = run_corpus(cfg, RunContext.open(ctx.run_dir))
 
     # what an uninterrupted run writes: every document once, the later copy of prose(0)
@@ -166,8 +173,7 @@ def test_killed_run_resumes_to_the_same_output(ray_session, tmp_path: Path, monk
     assert not half.exists() and not list(art.rglob(".*.tmp-*"))
 
 
-def test_resume_under_other_settings_is_refused_before_any_unit_runs(tmp_path: Path,
-                                                                     monkeypatch):  # fmt: skip
+def test_resume_under_other_settings_is_refused_before_any_unit_runs(tmp_path: Path, monkeypatch):
     """A finished unit's rows were scored under the run's settings: a resume may change
     what only sets the speed (cpus, batch_size), not a threshold or the pipeline version.
     Every run here is killed as its first unit starts, so no Ray work is done."""

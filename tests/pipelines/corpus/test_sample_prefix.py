@@ -12,8 +12,9 @@ from rayworks.pipelines.corpus.dedup import sample_prefix
 from rayworks.pipelines.corpus.tokenizer import _bounded
 
 
-def _sample(rows: list[tuple[str, str, bool]], dropped: set[str], docs: int,
-            max_chars: int | None) -> list[str]:  # fmt: skip
+def _sample(
+    rows: list[tuple[str, str, bool]], dropped: set[str], docs: int, max_chars: int | None
+) -> list[str]:
     """What `runner.global_phase` trains on: survivors sorted by id, `docs` of them, then
     whole texts until `max_chars`."""
     texts = [text for i, text, _ in sorted(rows) if i not in dropped][:docs]
@@ -25,8 +26,16 @@ def test_prefixes_hold_the_whole_sample(seed: int) -> None:
     rng = random.Random(seed)
     units = []
     for u in range(rng.randrange(1, 6)):
-        units.append([(format(rng.getrandbits(64), "016x"), f"u{u}r{r}" + "x" * rng.randrange(0, 40),
-                       rng.random() < 0.7) for r in range(rng.randrange(0, 30))])  # fmt: skip
+        units.append(
+            [
+                (
+                    format(rng.getrandbits(64), "016x"),
+                    f"u{u}r{r}" + "x" * rng.randrange(0, 40),
+                    rng.random() < 0.7,
+                )
+                for r in range(rng.randrange(0, 30))
+            ]
+        )
     everything = [row for unit in units for row in unit]
     # near dedup can drop only rows on an edge (not free); drop a random part of them
     dropped = {i for i, _, free in everything if not free and rng.random() < 0.5}

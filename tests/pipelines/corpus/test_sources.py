@@ -29,8 +29,14 @@ def _rows(out: Path) -> list[dict]:
 
 
 def test_python_packages_carry_evidence_and_stable_ids(tmp_path: Path):
-    cfg = dict(site_packages=(SITE,), debian_doc=None, max_packages=6, max_docs=60,
-               max_docs_per_package=15, rows_per_shard=25)  # fmt: skip
+    cfg = dict(
+        site_packages=(SITE,),
+        debian_doc=None,
+        max_packages=6,
+        max_docs=60,
+        max_docs_per_package=15,
+        rows_per_shard=25,
+    )
     first = build_corpus(SourceConfig(out_dir=str(tmp_path / "a"), **cfg))
     second = build_corpus(SourceConfig(out_dir=str(tmp_path / "b"), **cfg))
     rows = _rows(tmp_path / "a")
@@ -68,8 +74,13 @@ def test_debian_docs_keep_closed_licenses(tmp_path: Path):
     copyrights = sorted(DEBIAN_DOC.glob("*/copyright")) if DEBIAN_DOC.is_dir() else []
     if not copyrights:
         pytest.skip(f"{DEBIAN_DOC} has no <pkg>/copyright files (not a Debian-like system)")
-    cfg = SourceConfig(out_dir=str(tmp_path), debian_doc=str(DEBIAN_DOC), max_packages=40,
-                       max_docs=200, max_docs_per_package=5)  # fmt: skip
+    cfg = SourceConfig(
+        out_dir=str(tmp_path),
+        debian_doc=str(DEBIAN_DOC),
+        max_packages=40,
+        max_docs=200,
+        max_docs_per_package=5,
+    )
     manifest = build_corpus(cfg)
     rows = _rows(tmp_path)
     assert rows and len(rows) == manifest.documents

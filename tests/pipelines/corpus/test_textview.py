@@ -74,13 +74,16 @@ def test_step_chain_with_shared_views_equals_steps_run_alone() -> None:
         "bring their own laptops to the reading rooms."
     )
     batch = {
-        "text": np.array([prose, prose + "Lorem ipsum.", "def f():\n    return 1\n",
-                          prose, "", prose.upper()], dtype=object),
+        "text": np.array(
+            [prose, prose + "Lorem ipsum.", "def f():\n    return 1\n", prose, "", prose.upper()],
+            dtype=object,
+        ),
         "collection": np.array(["web", "web", "code", "web", "web", "web"], dtype=object),
-        "license_status": np.array(["public-domain"] * 3 + ["copyleft"] + ["public-domain"] * 2,
-                                   dtype=object),
+        "license_status": np.array(
+            ["public-domain"] * 3 + ["copyleft"] + ["public-domain"] * 2, dtype=object
+        ),
         "lang": np.full(n, None, dtype=object),
-    }  # fmt: skip
+    }
     out = chain(dict(batch))
     alone = dict(batch)
     for step in chain.steps:

@@ -84,10 +84,17 @@ def test_dispatch_pattern_finds_what_the_plain_alternation_finds() -> None:
         assert fast is not None
         spellings = []
         for word in words:
-            spellings += [word, word.upper(), word.title(), word.replace(" ", " \n "),
-                          word.replace("s", "\u017f").replace("k", "\u212a").replace("i", "İ"),
-                          word.upper().replace("SS", "ẞ"), word[:-1], word + word[-1],
-                          rng.choice("abcdfmnpswxz") + word[1:]]  # fmt: skip
+            spellings += [
+                word,
+                word.upper(),
+                word.title(),
+                word.replace(" ", " \n "),
+                word.replace("s", "\u017f").replace("k", "\u212a").replace("i", "İ"),
+                word.upper().replace("SS", "ẞ"),
+                word[:-1],
+                word + word[-1],
+                rng.choice("abcdfmnpswxz") + word[1:],
+            ]
         for _ in range(200):
             text = "".join(rng.choice(glue) + rng.choice(spellings) for _ in range(30))
             assert fast.findall(text) == plain.findall(text), text

@@ -145,8 +145,9 @@ def test_a_broken_gzip_cut_into_pieces_is_one_reject(tmp_path: Path, monkeypatch
     path = tmp_path / "broken.jsonl.gz"
     data = gzip.compress(b'{"text": "a"}\n' * 5000, mtime=0)
     path.write_bytes(data[: len(data) // 2] + data[-8:])  # the trailer survives: it is cut
-    pieces = units.split_file(str(path), units.input_bytes(str(path), len(data), "jsonl"),
-                              "jsonl", unit_bytes=10_000)  # fmt: skip
+    pieces = units.split_file(
+        str(path), units.input_bytes(str(path), len(data), "jsonl"), "jsonl", unit_bytes=10_000
+    )
     cfg = readers.ReaderConfig(collection="web")
     rows = [readers.unit_table((str(path),), "jsonl", cfg, a, b) for a, b, _ in pieces]
     assert len(pieces) > 1

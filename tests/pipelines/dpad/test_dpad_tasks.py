@@ -27,8 +27,9 @@ def _number(tokens: list[int]) -> str:
 
 @pytest.mark.parametrize("pad", ["after", "before"])
 def test_every_task_answers_correctly_in_either_layout(pad: str) -> None:
-    cfg = TaskConfig(tasks=["reverse", "sort", "add", "copy", "add_lsb"], min_digits=3,
-                     max_digits=6, pad=pad)  # fmt: skip
+    cfg = TaskConfig(
+        tasks=["reverse", "sort", "add", "copy", "add_lsb"], min_digits=3, max_digits=6, pad=pad
+    )
     batch = make_batch(200, cfg, np.random.default_rng(0))
     p = prompt_length(cfg)
     assert batch.prompts.shape == (200, p) and set(batch.tasks) == set(TASK_IDS)

@@ -29,9 +29,17 @@ def test_diff_table_has_one_line_per_pair_and_a_column_per_length() -> None:
     rows = []
     for g, flips in ((64, 0), (128, 1)):
         ref = [True, True, False, False]
-        rows.append({"gen_length": float(g), **accuracy_diffs(
-            {"vanilla_et": ref, "dpad_et": [not c if i < flips else c for i, c in enumerate(ref)]}
-        )})  # fmt: skip
+        rows.append(
+            {
+                "gen_length": float(g),
+                **accuracy_diffs(
+                    {
+                        "vanilla_et": ref,
+                        "dpad_et": [not c if i < flips else c for i, c in enumerate(ref)],
+                    }
+                ),
+            }
+        )
     table = diff_table(rows).splitlines()
     assert table[0] == "| decoder - reference | gen 64 | gen 128 |"
     assert table[2].startswith("| dpad_et - vanilla_et | +0.000 [+0.000, +0.000] | -0.250 [")

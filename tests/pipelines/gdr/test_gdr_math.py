@@ -136,8 +136,9 @@ def test_trust_region_step_satisfies_kkt() -> None:
     assert trust_region_step(g, H, M, y, 1e3)[1] == 0.0
 
 
-@pytest.mark.parametrize(("kind", "solver"), [("lewis", trust_region), ("euclid", trust_region),
-                                              ("lewis", accelerated)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "solver"), [("lewis", trust_region), ("euclid", trust_region), ("lewis", accelerated)]
+)
 def test_ball_oracle_matches_cvxpy(data: GroupData, optimum, kind: str, solver) -> None:
     opt = optimum[1]
     folded, x0 = data.folded(), erm(data)

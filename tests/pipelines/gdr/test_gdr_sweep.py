@@ -61,14 +61,22 @@ def test_every_sweep_point_runs_both_ball_arms() -> None:
 @pytest.mark.parametrize("arm", ["lewis", "euclid"])
 def test_sweep_rows_match_a_direct_trust_region_run(arm: str, base_opt: float) -> None:
     cfg = _cfg()
-    settings = [{"arm": a, "params": {"eps_rel": 1e-3, "radius_rel": 0.3}, "tuned": True}
-                for a in ("lewis", "euclid")]  # fmt: skip
+    settings = [
+        {"arm": a, "params": {"eps_rel": 1e-3, "radius_rel": 0.3}, "tuned": True}
+        for a in ("lewis", "euclid")
+    ]
     rows = sweep_piece(cfg.model_dump(mode="json"), settings, "dup", opt=base_opt, k=4)
     [row] = [r for r in rows if r["arm"] == arm]
     data = duplicate(synthetic(SyntheticSpec(**TINY), 0), 4)
     folded = data.folded()
-    trace = trust_region(folded, geometry(folded, arm), erm(data),
-                         OracleOptions(eps_rel=1e-3, radius_rel=0.3), 60, Trace())  # fmt: skip
+    trace = trust_region(
+        folded,
+        geometry(folded, arm),
+        erm(data),
+        OracleOptions(eps_rel=1e-3, radius_rel=0.3),
+        60,
+        Trace(),
+    )
     ref = summarize(trace, base_opt, cfg.target)
     for key in ("iters_to_target", "solves_to_target", "iterations", "final_gap"):
         assert row[key] == pytest.approx(ref[key], rel=1e-12), key
@@ -108,19 +116,33 @@ def test_interior_call_out_of_newton_steps_does_not_stop_the_trust_region() -> N
 
 
 def _row(arm, k, r, iters, solves, eps=1e-3, tuned=False, gap=1e-3):
-    return {"arm": arm, "sweep": "dup", "k": k, "m": 10 * k, "tuned": tuned, "final_gap": gap,
-            "params": {"eps_rel": eps, "radius_rel": r}, "iters_to_target": iters,
-            "solves_to_target": solves, "seconds_to_target": 0.1, "iterations": 9.0}  # fmt: skip
+    return {
+        "arm": arm,
+        "sweep": "dup",
+        "k": k,
+        "m": 10 * k,
+        "tuned": tuned,
+        "final_gap": gap,
+        "params": {"eps_rel": eps, "radius_rel": r},
+        "iters_to_target": iters,
+        "solves_to_target": solves,
+        "seconds_to_target": 0.1,
+        "iterations": 9.0,
+    }
 
 
 def test_sweep_summary_and_head_to_head_read_the_rows() -> None:
     nan = math.nan
-    rows = [_row("lewis", 4, 0.3, 7, 20), _row("lewis", 4, 1.0, 3, 30, tuned=True),
-            _row("lewis", 4, 1.0, 2, 40, eps=1e-4),
-            _row("euclid", 4, 0.3, nan, nan), _row("euclid", 4, 1.0, 5, 25, tuned=True),
-            _row("euclid", 4, 1.0, 2, 35, eps=1e-4),
-            _row("lewis", 16, 1.0, nan, nan, tuned=True),
-            _row("euclid", 16, 1.0, nan, nan, tuned=True)]  # fmt: skip
+    rows = [
+        _row("lewis", 4, 0.3, 7, 20),
+        _row("lewis", 4, 1.0, 3, 30, tuned=True),
+        _row("lewis", 4, 1.0, 2, 40, eps=1e-4),
+        _row("euclid", 4, 0.3, nan, nan),
+        _row("euclid", 4, 1.0, 5, 25, tuned=True),
+        _row("euclid", 4, 1.0, 2, 35, eps=1e-4),
+        _row("lewis", 16, 1.0, nan, nan, tuned=True),
+        _row("euclid", 16, 1.0, nan, nan, tuned=True),
+    ]
     out = sweep_summary(rows)
     assert out["dup_k4_lewis_iters_to_1pct"] == 3 and out["dup_k4_euclid_iters_to_1pct"] == 5
     assert out["dup_k4_lewis_retuned_iters_to_1pct"] == 2
@@ -129,8 +151,11 @@ def test_sweep_summary_and_head_to_head_read_the_rows() -> None:
     assert out["dup_k16_euclid_total_iters"] == 9
     # cells: (k4, r0.3) Lewis 7 vs never; (k4, r1, 1e-3) 3 vs 5; (k4, r1, 1e-4) 2 vs 2;
     # (k16) never vs never
-    assert head_to_head(rows) == {"h2h_iters_lewis_wins": 2.0, "h2h_iters_euclid_wins": 0.0,
-                                  "h2h_iters_ties": 2.0}  # fmt: skip
+    assert head_to_head(rows) == {
+        "h2h_iters_lewis_wins": 2.0,
+        "h2h_iters_euclid_wins": 0.0,
+        "h2h_iters_ties": 2.0,
+    }
     assert head_to_head(rows, "solves_to_target")["h2h_solves_euclid_wins"] == 2.0
     assert head_to_head([r for r in rows if r["arm"] == "lewis"])["h2h_iters_ties"] == 0.0
 

@@ -14,9 +14,14 @@ HALF_R2 = StageOptions(r2_fractions=(0.5,))  # R2 < d_h: the V -> O path really 
 
 @pytest.mark.parametrize(
     ("method", "opts"),
-    [("lestd", StageOptions()), ("lestd", HALF_R2), ("lestd_norefit", HALF_R2),
-     ("tucker", StageOptions()), ("svd", StageOptions())],
-)  # fmt: skip
+    [
+        ("lestd", StageOptions()),
+        ("lestd", HALF_R2),
+        ("lestd_norefit", HALF_R2),
+        ("tucker", StageOptions()),
+        ("svd", StageOptions()),
+    ],
+)
 def test_compressed_domain_equals_reconstructed_dense(
     tiny_llama, method: str, opts: StageOptions
 ) -> None:

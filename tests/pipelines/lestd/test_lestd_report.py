@@ -8,9 +8,10 @@ from rayworks.pipelines.lestd.report import pass_rule
 def table(bpc: dict[str, float], ratio: int = 16) -> list[dict]:
     return [
         {"method": m, "ratio": ratio, "reachable": float(v is not None), "val_bpc": v}
-        if v is not None else {"method": m, "ratio": ratio, "reachable": 0.0}
+        if v is not None
+        else {"method": m, "ratio": ratio, "reachable": 0.0}
         for m, v in bpc.items()
-    ]  # fmt: skip
+    ]
 
 
 def test_pass_rule() -> None:

@@ -37,8 +37,11 @@ def _train_worker_pids(head: dict, proc: subprocess.Popen, want: int = 0) -> lis
 
     deadline = time.time() + 240
     while True:
-        jobs = [j.job_id for j in list_jobs(address=head["address"])
-                if j.driver_info is not None and j.driver_info.pid == str(proc.pid)]  # fmt: skip
+        jobs = [
+            j.job_id
+            for j in list_jobs(address=head["address"])
+            if j.driver_info is not None and j.driver_info.pid == str(proc.pid)
+        ]
         live = [("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")]
         actors = (
             list_actors(address=head["address"], filters=[("job_id", "=", jobs[0]), *live])
@@ -92,8 +95,15 @@ def test_smoke_run_writes_a_complete_run_dir_and_learns(smoke_run):
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     latest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
     assert latest.name == "step_00000030"
-    for name in ("model.safetensors", "optimizer.safetensors", "rng_rank0.safetensors",
-                 "rng_rank1.safetensors", "trainer_state.json", "tokenizer.json", "config.json"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "optimizer.safetensors",
+        "rng_rank0.safetensors",
+        "rng_rank1.safetensors",
+        "trainer_state.json",
+        "tokenizer.json",
+        "config.json",
+    ):
         assert (latest / name).is_file(), name
     state = json.loads((latest / "trainer_state.json").read_text())
     assert state["step"] == 30 and state["data"]["next_step"] == 30
@@ -108,9 +118,12 @@ def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, smoke_run, ra
     uninterrupted smoke run of the same config (`smoke_run`)."""
     keep_all = ["--set", "train.keep_checkpoints=0"]  # checkpoints at 10, 20, 30 (smoke)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rayworks", "run", "lm", *SMOKE_LR, *keep_all], env=cli_env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "rayworks", "run", "lm", *SMOKE_LR, *keep_all],
+        env=cli_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     workers = _train_worker_pids(ray_head, proc, want=2)
     _wait_for_checkpoint(proc, cli_env, "step_00000010")
     # The whole run dies at once: Ray would stop the workers only after noticing the

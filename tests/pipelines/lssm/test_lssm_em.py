@@ -48,8 +48,10 @@ def test_a_row_update_solves_its_normal_equations(data) -> None:
     for r in range(truth.n):
         # d/dA_r of Σ_t E[(x_{t,r} - A_r x_{t-1} - B_r u_t)²] / (2 r_r) + Σ_j A_rj² / (2 Γ_rj)
         gram = sum(P[t - 1] + np.outer(m[t - 1], m[t - 1]) for t in range(1, len(m)))
-        rhs = sum(lag[t][r] + m[t, r] * m[t - 1] - (model.B[r] @ u[t - 1]) * m[t - 1]
-                  for t in range(1, len(m)))  # fmt: skip
+        rhs = sum(
+            lag[t][r] + m[t, r] * m[t - 1] - (model.B[r] @ u[t - 1]) * m[t - 1]
+            for t in range(1, len(m))
+        )
         normal = gram / model.r[r] + np.diag(1 / gamma["A"][r])
         expected = np.linalg.solve(normal, rhs / model.r[r])
         np.testing.assert_allclose(new.A[r], expected, rtol=1e-8, atol=1e-12)

@@ -14,10 +14,16 @@ def _model(seed: int, n: int = 3, m: int = 2, p: int = 2) -> LSSM:
     A = rng.standard_normal((n, n))
     A *= 0.8 / np.abs(np.linalg.eigvals(A)).max()
     L = rng.standard_normal((n, n))
-    return LSSM(A=A, B=rng.standard_normal((n, m)), C=rng.standard_normal((p, n)),
-                D=rng.standard_normal((p, m)), r=rng.uniform(0.1, 0.5, n),
-                q=rng.uniform(0.1, 0.5, p), mu0=rng.standard_normal(n),
-                P0=L @ L.T / n + 0.1 * np.eye(n))  # fmt: skip
+    return LSSM(
+        A=A,
+        B=rng.standard_normal((n, m)),
+        C=rng.standard_normal((p, n)),
+        D=rng.standard_normal((p, m)),
+        r=rng.uniform(0.1, 0.5, n),
+        q=rng.uniform(0.1, 0.5, p),
+        mu0=rng.standard_normal(n),
+        P0=L @ L.T / n + 0.1 * np.eye(n),
+    )
 
 
 def _joint(model: LSSM, u: np.ndarray):

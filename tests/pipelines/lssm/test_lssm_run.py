@@ -17,9 +17,17 @@ def test_smoke_run_through_cli(smoke_run) -> None:
         assert 0 <= r["offdiag_energy"] <= 1 and r["success"] in (0.0, 1.0)
         assert 0 <= r["support_precision"] <= 1 and 0 <= r["support_recall"] <= 1
         assert 0 < r["oracle_test_mre"] < r["test_mre"] < 1 and r["val_mre"] > 0
-    for key in ("success_rate", "exact_support_rate", "support_precision", "support_recall",
-                "threshold", "em_converged", "test_mre", "mle_success_rate",
-                "mle_test_mre_s0.1"):  # fmt: skip
+    for key in (
+        "success_rate",
+        "exact_support_rate",
+        "support_precision",
+        "support_recall",
+        "threshold",
+        "em_converged",
+        "test_mre",
+        "mle_success_rate",
+        "mle_test_mre_s0.1",
+    ):
         assert key in summary
     assert summary["pass_rule"] in (0.0, 1.0)
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]

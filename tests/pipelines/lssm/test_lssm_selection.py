@@ -35,8 +35,10 @@ def test_split_sizes_and_order() -> None:
 def test_test_split_cannot_change_the_choice(setup) -> None:
     ds, init, base = setup
     rng = np.random.default_rng(0)
-    garbage = ds.with_(y_test=100 * rng.standard_normal(ds.y_test.shape),
-                       u_test=rng.standard_normal(ds.u_test.shape))  # fmt: skip
+    garbage = ds.with_(
+        y_test=100 * rng.standard_normal(ds.y_test.shape),
+        u_test=rng.standard_normal(ds.u_test.shape),
+    )
     other = sweep_threshold(init, garbage, GRID, OPTS)
     assert other.index == base.index and other.val_mre == base.val_mre
     for a, b in zip(base.fits, other.fits, strict=True):

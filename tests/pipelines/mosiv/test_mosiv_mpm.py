@@ -29,8 +29,9 @@ def _blob(n_particles: int, n: int, seed: int, spread: float = 0.2) -> Particles
 def _material(n_particles: int, family: int, log_E=6.0, nu=0.3, log_yield=0.5, theta=0.6):
     obj = torch.arange(n_particles) % 2
     t = lambda v: torch.as_tensor(v, dtype=D).expand(2).clone()  # noqa: E731
-    return material(obj, torch.tensor([family, family]), t(log_E), t(nu), t(log_yield),
-                    t(theta), t(0.4))  # fmt: skip
+    return material(
+        obj, torch.tensor([family, family]), t(log_E), t(nu), t(log_yield), t(theta), t(0.4)
+    )
 
 
 @pytest.mark.parametrize("family", [cm.ELASTIC, cm.PLASTICINE, cm.SAND])
@@ -92,8 +93,9 @@ def test_gradients_match_finite_differences(family: int) -> None:
             p = step(p, mat, grid)
         return (weight * p.x).sum() + p.F.sum()
 
-    inputs = tuple(torch.tensor(v, dtype=D, requires_grad=True)
-                   for v in (5.0, 0.3, -1.0, 0.5, [0.7, -0.4]))  # fmt: skip
+    inputs = tuple(
+        torch.tensor(v, dtype=D, requires_grad=True) for v in (5.0, 0.3, -1.0, 0.5, [0.7, -0.4])
+    )
     assert torch.autograd.gradcheck(positions, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
     grads = torch.autograd.grad(positions(*inputs), inputs)
     used = {cm.ELASTIC: (0, 1, 4), cm.PLASTICINE: (0, 1, 2, 4), cm.SAND: (0, 1, 3, 4)}[family]
@@ -151,8 +153,9 @@ def test_return_maps_land_on_their_yield_surfaces() -> None:
 
 def test_stress_vanishes_under_rotation() -> None:
     angle = torch.tensor([0.0, 0.4, 1.3], dtype=D)
-    R = torch.stack([torch.stack([angle.cos(), -angle.sin()], 1),
-                     torch.stack([angle.sin(), angle.cos()], 1)], 1)  # fmt: skip
+    R = torch.stack(
+        [torch.stack([angle.cos(), -angle.sin()], 1), torch.stack([angle.sin(), angle.cos()], 1)], 1
+    )
     mu, lam = cm.lame(torch.full((3,), 5.0, dtype=D), torch.full((3,), 0.3, dtype=D))
     for fam in (cm.ELASTIC, cm.PLASTICINE):
         tau = cm.kirchhoff(R, torch.full((3,), fam), mu, lam)

@@ -27,15 +27,19 @@ def test_chamfer_and_emd_match_brute_force() -> None:
     ref = d.min(1).mean() + d.min(0).mean()
     assert np.isclose(chamfer(torch.tensor(a), torch.tensor(b)).item(), ref)
     a5, b5 = a[:5], b[:5]
-    best = min(np.mean([np.hypot(*(a5[i] - b5[j])) for i, j in enumerate(perm)])
-               for perm in itertools.permutations(range(5)))  # fmt: skip
+    best = min(
+        np.mean([np.hypot(*(a5[i] - b5[j])) for i, j in enumerate(perm)])
+        for perm in itertools.permutations(range(5))
+    )
     assert np.isclose(emd(a5, b5), best)
     assert emd(a5, a5[::-1].copy()) == 0.0
 
 
 def test_silhouette_and_iou() -> None:
-    pts = torch.stack(torch.meshgrid(torch.linspace(0.3, 0.5, 11), torch.linspace(0.3, 0.5, 11),
-                                     indexing="ij"), -1).reshape(-1, 2)  # fmt: skip
+    pts = torch.stack(
+        torch.meshgrid(torch.linspace(0.3, 0.5, 11), torch.linspace(0.3, 0.5, 11), indexing="ij"),
+        -1,
+    ).reshape(-1, 2)
     image, line = silhouettes(pts, 32, 0.02, 1.0)
     assert image.shape == (32, 32) and line.shape == (32,)
     assert image[12, 12] > 0.9 and image[28, 28] < 1e-3  # inside / far outside the square
@@ -72,8 +76,12 @@ def test_objectwise_loss_is_zero_at_truth_and_scenewise_is_blind_to_swaps() -> N
 
 def test_pass_rule() -> None:
     arm = lambda cd, le=0.1: {"future_cd": cd, "log_E_err_elastic": le}  # noqa: E731
-    rows = {"objectwise": arm(1.0), "scenewise": arm(1.5), "prototype": arm(3.5),
-            "prototype_oracle": arm(3.0)}  # fmt: skip
+    rows = {
+        "objectwise": arm(1.0),
+        "scenewise": arm(1.5),
+        "prototype": arm(3.5),
+        "prototype_oracle": arm(3.0),
+    }
     assert pass_rule(rows, 1 / 3, 0.3)["pass_rule"] == 1.0
     assert pass_rule({**rows, "prototype": arm(2.9)}, 1 / 3, 0.3)["pass_rule"] == 0.0
     assert pass_rule({**rows, "scenewise": arm(0.9)}, 1 / 3, 0.3)["pass_rule"] == 0.0

@@ -14,10 +14,21 @@ from rayworks.pipelines.mvc.config import MVCAttnConfig, MVCConfig
 from rayworks.pipelines.mvc.corpus import SIL, WORD, build_corpus, find_espeak, sentences
 
 ESPEAK = shutil.which("espeak-ng")
-CORPUS = {"espeak_bin": "espeak-ng", "seed": 0, "n_utterances": 4, "min_words": 3,
-          "max_words": 6, "voices": ["en-us", "en-gb+f4"], "pitches": [40], "speeds": [170],
-          "val_fraction": 0.25, "test_fraction": 0.25, "aligner_iters": 2, "n_wav_samples": 1,
-          "workers": 2}  # fmt: skip
+CORPUS = {
+    "espeak_bin": "espeak-ng",
+    "seed": 0,
+    "n_utterances": 4,
+    "min_words": 3,
+    "max_words": 6,
+    "voices": ["en-us", "en-gb+f4"],
+    "pitches": [40],
+    "speeds": [170],
+    "val_fraction": 0.25,
+    "test_fraction": 0.25,
+    "aligner_iters": 2,
+    "n_wav_samples": 1,
+    "workers": 2,
+}
 
 
 @pytest.mark.skipif(ESPEAK is None, reason="espeak-ng is not installed (apt-get install espeak-ng)")
@@ -25,8 +36,9 @@ def test_espeak_corpus_builder_on_a_few_sentences() -> None:
     corpus = build_corpus(CORPUS)
     assert len(corpus.texts) == 4 and sorted(set(corpus.split)) == ["test", "train", "val"]
     assert corpus.vocab[0] == "<pad>" and SIL in corpus.vocab and WORD in corpus.vocab
-    for p, d, mel, f0, energy in zip(corpus.phonemes, corpus.durations, corpus.mels, corpus.f0,
-                                     corpus.energy, strict=True):  # fmt: skip
+    for p, d, mel, f0, energy in zip(
+        corpus.phonemes, corpus.durations, corpus.mels, corpus.f0, corpus.energy, strict=True
+    ):
         assert corpus.vocab[p[0]] == corpus.vocab[p[-1]] == SIL and (p > 0).all()
         assert len(d) == len(p) and (d >= 1).all() and d.sum() == len(mel)
         assert mel.shape[1] == 80 and len(f0) == len(energy) == len(mel)

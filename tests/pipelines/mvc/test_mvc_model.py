@@ -14,12 +14,32 @@ from rayworks.pipelines.mvc.layers import alignment
 from rayworks.pipelines.mvc.stacks import CausalTextEncoder, ConditioningStack
 from rayworks.pipelines.mvc.train import train_stack
 
-STACK = {"width": 16, "text_layers": 1, "conv_layers": 1, "heads": 2, "d_state": 2, "d_conv": 4,
-         "expand": 1, "scan_chunk": 8, "scan_parallel": False, "dropout": 0.1,
-         "fusion": "gated", "style": "adaln"}  # fmt: skip
-TRAIN = {"steps": 4, "batch": 3, "lr": 1e-2, "lambda_mel": 5.0, "lambda_dur": 1.0,
-         "lambda_f0": 1.0, "lambda_energy": 1.0, "lambda_voiced": 0.5,
-         "checkpoint_every": 2, "log_every": 1}  # fmt: skip
+STACK = {
+    "width": 16,
+    "text_layers": 1,
+    "conv_layers": 1,
+    "heads": 2,
+    "d_state": 2,
+    "d_conv": 4,
+    "expand": 1,
+    "scan_chunk": 8,
+    "scan_parallel": False,
+    "dropout": 0.1,
+    "fusion": "gated",
+    "style": "adaln",
+}
+TRAIN = {
+    "steps": 4,
+    "batch": 3,
+    "lr": 1e-2,
+    "lambda_mel": 5.0,
+    "lambda_dur": 1.0,
+    "lambda_f0": 1.0,
+    "lambda_energy": 1.0,
+    "lambda_voiced": 0.5,
+    "checkpoint_every": 2,
+    "log_every": 1,
+}
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -31,15 +51,22 @@ def tiny_corpus(n: int = 8, seed: int = 0) -> Corpus:
     phonemes = [rng.integers(1, 7, int(rng.integers(3, 7))) for _ in range(n)]
     durations = [rng.integers(1, 4, len(p)) for p in phonemes]
     frames = [int(d.sum()) for d in durations]
-    f0 = [np.where(rng.random(t) < 0.6, rng.uniform(80, 200, t), 0.0).astype(np.float32)
-          for t in frames]  # fmt: skip
+    f0 = [
+        np.where(rng.random(t) < 0.6, rng.uniform(80, 200, t), 0.0).astype(np.float32)
+        for t in frames
+    ]
     return Corpus(
-        texts=[f"s{i}" for i in range(n)], speakers=np.arange(n) % 2, speaker_table=[["a", 1, 1]] * 2,
-        vocab=[str(k) for k in range(7)], phonemes=phonemes, durations=durations,
-        mels=[rng.normal(-5, 1, (t, 80)).astype(np.float32) for t in frames], f0=f0,
+        texts=[f"s{i}" for i in range(n)],
+        speakers=np.arange(n) % 2,
+        speaker_table=[["a", 1, 1]] * 2,
+        vocab=[str(k) for k in range(7)],
+        phonemes=phonemes,
+        durations=durations,
+        mels=[rng.normal(-5, 1, (t, 80)).astype(np.float32) for t in frames],
+        f0=f0,
         energy=[rng.normal(-3, 1, t).astype(np.float32) for t in frames],
         split=["test", "val"] + ["train"] * (n - 2),
-    )  # fmt: skip
+    )
 
 
 def test_alignment_expands_durations() -> None:
@@ -52,8 +79,11 @@ def test_alignment_expands_durations() -> None:
 def test_decoder_shapes_and_reload(tmp_path) -> None:
     corpus = tiny_corpus()
     items = corpus.index("train")[:3]
-    batch = collate(corpus, items, references(corpus, items, speaker_pools(corpus, items),
-                                              np.random.default_rng(0)))  # fmt: skip
+    batch = collate(
+        corpus,
+        items,
+        references(corpus, items, speaker_pools(corpus, items), np.random.default_rng(0)),
+    )
     torch.manual_seed(0)
     dec = Decoder(7, 16, 2, 4).eval()
     mel = dec.teacher_forced(batch)
@@ -66,8 +96,15 @@ def test_decoder_shapes_and_reload(tmp_path) -> None:
         Decoder(7, 32, 2, 4).load_state_dict(ckpt.load_tree(tmp_path, "model"))
 
 
-@pytest.mark.parametrize("arm,fusion,style", [("mvc", "gated", "adaln"), ("attn", "gated", "adaln"),
-                                              ("mvc", "concat", "adaln"), ("mvc", "gated", "concat")])  # fmt: skip
+@pytest.mark.parametrize(
+    "arm,fusion,style",
+    [
+        ("mvc", "gated", "adaln"),
+        ("attn", "gated", "adaln"),
+        ("mvc", "concat", "adaln"),
+        ("mvc", "gated", "concat"),
+    ],
+)
 def test_stack_outputs_and_padding(arm: str, fusion: str, style: str) -> None:
     torch.manual_seed(0)
     stack = ConditioningStack(arm, 9, {**STACK, "fusion": fusion, "style": style}, 4).eval()

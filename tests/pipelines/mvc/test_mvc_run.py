@@ -11,8 +11,10 @@ import wave
 import pytest
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None,
-                    reason="espeak-ng is not installed (apt-get install espeak-ng)")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("espeak-ng") is None,
+    reason="espeak-ng is not installed (apt-get install espeak-ng)",
+)
 def test_smoke_run_through_cli(smoke_run) -> None:
     done = smoke_run("mvc")
     run, summary, rows = done.dir, done.summary, done.records

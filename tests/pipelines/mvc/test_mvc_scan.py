@@ -20,10 +20,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def _inputs(batch: int, length: int, width: int, state: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     kw = {"generator": g, "dtype": torch.float64}
-    return (torch.randn(batch, length, width, **kw), torch.rand(batch, length, width, **kw),
-            -3 * torch.rand(width, state, **kw), torch.randn(batch, length, state, **kw),
-            torch.randn(batch, length, state, **kw), torch.randn(width, **kw),
-            torch.randn(batch, width, state, **kw))  # fmt: skip
+    return (
+        torch.randn(batch, length, width, **kw),
+        torch.rand(batch, length, width, **kw),
+        -3 * torch.rand(width, state, **kw),
+        torch.randn(batch, length, state, **kw),
+        torch.randn(batch, length, state, **kw),
+        torch.randn(width, **kw),
+        torch.randn(batch, width, state, **kw),
+    )
 
 
 @pytest.mark.parametrize("parallel", [False, True])

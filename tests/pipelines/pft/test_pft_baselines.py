@@ -54,8 +54,12 @@ def test_tent_lowers_entropy_and_only_touches_bn_affine() -> None:
     with torch.no_grad():
         after = baselines.entropy(adapted(xt)).mean().item()
     assert after < before
-    affine = {f"{name}.{p}" for name, m in model.named_modules()
-              if isinstance(m, baselines.BN) for p in ("weight", "bias")}  # fmt: skip
+    affine = {
+        f"{name}.{p}"
+        for name, m in model.named_modules()
+        if isinstance(m, baselines.BN)
+        for p in ("weight", "bias")
+    }
     new = dict(adapted.named_parameters())
     for name, p in model.named_parameters():
         changed = not torch.equal(p, new[name])
@@ -86,8 +90,9 @@ def test_centroid_labels_recover_two_clusters() -> None:
 def test_shot_neutral_ce_and_oracle_move_what_they_should() -> None:
     model, x = _toy()
     shot = baselines.shot(model, x, ADAPT, seed=0)
-    assert torch.equal(shot.C.parametrizations.weight.original1,
-                       model.C.parametrizations.weight.original1)  # fmt: skip
+    assert torch.equal(
+        shot.C.parametrizations.weight.original1, model.C.parametrizations.weight.original1
+    )
     assert not torch.equal(shot.F.blocks[0][0].weight, model.F.blocks[0][0].weight)
     ce = baselines.neutral_ce(model, x, ADAPT, seed=0)
     base = copy.deepcopy(model.state_dict())

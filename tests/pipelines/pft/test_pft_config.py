@@ -51,8 +51,10 @@ def test_errors_name_the_bad_key(override: list[str], names: str) -> None:
 
 
 def _agg(pft: tuple[float, float], source: tuple[float, float]) -> dict:
-    return {a: {"accuracy": (acc,), "expressive_recall": (rec,)}
-            for a, (acc, rec) in (("pft", pft), ("source", source))}  # fmt: skip
+    return {
+        a: {"accuracy": (acc,), "expressive_recall": (rec,)}
+        for a, (acc, rec) in (("pft", pft), ("source", source))
+    }
 
 
 def test_pass_rule_reads_accuracy_gain_and_recall_drop() -> None:

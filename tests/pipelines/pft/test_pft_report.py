@@ -16,10 +16,21 @@ def _rows() -> list[dict]:
     for arm, acc in (("pft", 0.7), ("source", 0.1 + 0.2)):  # 0.30000000000000004
         for t in range(2):
             for r in range(3):
-                rows.append({"arm": arm, "subject": t, "replicate": r, "accuracy": acc + 0.1 * t,
-                             "macro_f1": acc, "expressive_recall": 0.5, "neutral_recall": 1.0,
-                             "predicted_neutral": 0.5, "adapt_predicted_neutral": 1.0,
-                             "adapt_seconds": 0.1, "adapted_params": 3})  # fmt: skip
+                rows.append(
+                    {
+                        "arm": arm,
+                        "subject": t,
+                        "replicate": r,
+                        "accuracy": acc + 0.1 * t,
+                        "macro_f1": acc,
+                        "expressive_recall": 0.5,
+                        "neutral_recall": 1.0,
+                        "predicted_neutral": 0.5,
+                        "adapt_predicted_neutral": 1.0,
+                        "adapt_seconds": 0.1,
+                        "adapted_params": 3,
+                    }
+                )
     return rows
 
 

@@ -19,8 +19,13 @@ from rayworks.pipelines.pft.subjects import (
 )
 from rayworks.platform.stats import mean_ci
 
-DATA = DataConfig(n_source_subjects=2, n_target_subjects=2, source_frames_per_class=5,
-                  adapt_frames=6, test_frames_per_class=4).model_dump(mode="json")  # fmt: skip
+DATA = DataConfig(
+    n_source_subjects=2,
+    n_target_subjects=2,
+    source_frames_per_class=5,
+    adapt_frames=6,
+    test_frames_per_class=4,
+).model_dump(mode="json")
 
 
 def test_renderer_is_deterministic_per_seed() -> None:
@@ -53,14 +58,21 @@ def test_resting_bias_blends_only_neutral_frames_toward_the_template() -> None:
     base = rng.uniform(0, 1, (4, 16, 16)).astype(np.float32)
     labels = np.array([0, 1, 0, 1])
     template = rng.uniform(0, 1, (16, 16)).astype(np.float32)
-    plain = Style(angle=0.0, shear=0.0, scale=1.0, stroke="none", gamma=1.0,
-                  texture=np.zeros((16, 16), np.float32), bias=0.25, template=template)  # fmt: skip
+    plain = Style(
+        angle=0.0,
+        shear=0.0,
+        scale=1.0,
+        stroke="none",
+        gamma=1.0,
+        texture=np.zeros((16, 16), np.float32),
+        bias=0.25,
+        template=template,
+    )
     out = render(base, labels, plain, rng, shift=0, noise=0.0)[:, 0]
     np.testing.assert_allclose(out[0], 0.75 * base[0] + 0.25 * template, atol=1e-5)
     np.testing.assert_allclose(out[1], base[1], atol=1e-5)
     rotated = render(base, labels, Style(**{**plain.__dict__, "angle": 90.0}), rng, 0, 0.0)
-    np.testing.assert_allclose(rotated[1, 0, 1:-1, 1:-1], np.rot90(base[1])[1:-1, 1:-1],
-                               atol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(rotated[1, 0, 1:-1, 1:-1], np.rot90(base[1])[1:-1, 1:-1], atol=1e-5)
 
 
 def test_scores_match_sklearn() -> None:

@@ -21,9 +21,17 @@ from rayworks.pipelines.pft.pft import (
 )
 
 SOURCE = {"channels": (4, 4, 8), "bottleneck": 4}
-PFT = {"hidden": 8, "own_backbone": True, "style_layers": [0, 1, 2], "lambda_expr": 1.0,
-       "lambda_style": 1.0, "pretrain_ce": 1.0, "pretrain_epochs": 3, "pretrain_lr": 1e-2,
-       "expr_loss": "ce"}  # fmt: skip
+PFT = {
+    "hidden": 8,
+    "own_backbone": True,
+    "style_layers": [0, 1, 2],
+    "lambda_expr": 1.0,
+    "lambda_style": 1.0,
+    "pretrain_ce": 1.0,
+    "pretrain_epochs": 3,
+    "pretrain_lr": 1e-2,
+    "expr_loss": "ce",
+}
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -53,8 +61,10 @@ def test_cosine_pairs_pick_the_nearest_other_subject_other_label() -> None:
     subject, labels = torch.arange(12) % 3, torch.arange(12) // 6
     got = cosine_pairs(feats, subject, labels)
     for a in range(12):
-        best = max((b for b in range(12) if subject[b] != subject[a] and labels[b] != labels[a]),
-                   key=lambda b: torch.cosine_similarity(feats[a], feats[b], 0).item())  # fmt: skip
+        best = max(
+            (b for b in range(12) if subject[b] != subject[a] and labels[b] != labels[a]),
+            key=lambda b: torch.cosine_similarity(feats[a], feats[b], 0).item(),
+        )
         assert got[a].item() == best
 
 
@@ -87,10 +97,12 @@ def test_pretraining_lowers_its_loss_and_adaptation_moves_only_t() -> None:
     T, history = pretrain_translator(model, x, y, subject, PFT, batch_size=16, seed=0)
     total = [h["expr"] + h["ce"] + h["style"] for h in history]
     assert total[-1] < total[0] and all(h["style"] >= 0 for h in history)
-    adapted = adapt_translator(model, T, x[:16], PFT, {"epochs": 2, "batch_size": 8,
-                                                        "lr": 1e-2}, seed=0)  # fmt: skip
+    adapted = adapt_translator(
+        model, T, x[:16], PFT, {"epochs": 2, "batch_size": 8, "lr": 1e-2}, seed=0
+    )
     for key, value in model.state_dict().items():
         torch.testing.assert_close(value, before[key])  # F, B, C frozen
-    moved = [not torch.equal(a, b) for a, b in zip(T.parameters(), adapted.parameters(),
-                                                   strict=True)]  # fmt: skip
+    moved = [
+        not torch.equal(a, b) for a, b in zip(T.parameters(), adapted.parameters(), strict=True)
+    ]
     assert all(moved[-4:])  # the residual MLP moved (its backbone too, by gradient)

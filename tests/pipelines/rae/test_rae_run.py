@@ -9,8 +9,9 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     done = smoke_run("rae")
     run, summary, rows = done.dir, done.summary, done.records
     pieces = [r["piece"] for r in rows if "piece" in r]
-    assert sorted(pieces) == sorted(["encoder", "convae", "classifier", "decoder", "dit", "dit",
-                                     "width", "width"])  # fmt: skip
+    assert sorted(pieces) == sorted(
+        ["encoder", "convae", "classifier", "decoder", "dit", "dit", "width", "width"]
+    )
     assert summary["alpha"] == 4.0 and summary["e2_gfd_noshift"] >= 0
     assert summary["gfd"] >= 0 and 0 <= summary["gacc"] <= 1 and summary["rfd"] >= 0
     assert summary["pass_rule"] in (0.0, 1.0)

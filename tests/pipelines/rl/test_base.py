@@ -43,8 +43,11 @@ def test_a_symmetric_critic_is_built_at_the_policys_size(tmp_path, monkeypatch):
     from rayworks.pipelines.rl.config import PPOConfig
 
     built = []
-    monkeypatch.setattr(base, "build_base", lambda cache, name, cfg, **kw: built.append(
-        (name, cfg.model)) or tmp_path / name)  # fmt: skip
+    monkeypatch.setattr(
+        base,
+        "build_base",
+        lambda cache, name, cfg, **kw: built.append((name, cfg.model)) or tmp_path / name,
+    )
     cfg = build_config(PPOConfig, "smoke", (), ["critic.symmetric=true"])
     base.base_models(cfg, tmp_path)
     assert dict(built)["critic"] == cfg.policy.model != cfg.critic.model

@@ -45,14 +45,18 @@ def test_learner_forward_matches_engine_logprobs(engine):
 def test_rows_carry_pixels_and_reward_parts_and_feed_the_forward():
     rollouts = [Rollout(i, [4 + i, 5], [6, 2], [-0.1, -0.2], "x", True, 0) for i in range(3)]
     pixels = torch.arange(3.0).view(3, 1, 1, 1).expand(3, 3, 2, 2)
-    batch = make_batch(rollouts, [1.0, 0.0, 0.5], 0, pixels,
-                       {"outcome": [1.0, 0.0, 1.0], "thinking": [0.2, 0.9, 0.4]})  # fmt: skip
+    batch = make_batch(
+        rollouts,
+        [1.0, 0.0, 0.5],
+        0,
+        pixels,
+        {"outcome": [1.0, 0.0, 1.0], "thinking": [0.2, 0.9, 0.4]},
+    )
     sub = batch.rows([2, 0])
     assert sub.pixel_values[:, 0, 0, 0].tolist() == [2.0, 0.0]
     assert sub.parts["thinking"].tolist() == pytest.approx([0.4, 0.2])
     assert sub.rewards.tolist() == [0.5, 1.0] and sub.prompt_width == 2
-    assert set(sub.model_inputs) == {"input_ids", "attention_mask", "position_ids",
-                                     "pixel_values"}  # fmt: skip
+    assert set(sub.model_inputs) == {"input_ids", "attention_mask", "position_ids", "pixel_values"}
     text_only = make_batch(rollouts, [1.0, 0.0, 0.5], 0)
     assert "pixel_values" not in text_only.rows([1]).model_inputs
     assert text_only.parts == {}

@@ -26,8 +26,12 @@ def batch_of(rewards: list[float], lengths: list[int], t: int = 6) -> RolloutBat
 
 
 def config(cls, *sets: str):
-    return build_config(cls, "smoke", (), ["rollout.prompts_per_step=2", "rollout.group_size=4",
-                                           "loss.minibatches=1", *sets])  # fmt: skip
+    return build_config(
+        cls,
+        "smoke",
+        (),
+        ["rollout.prompts_per_step=2", "rollout.group_size=4", "loss.minibatches=1", *sets],
+    )
 
 
 def test_grpo_all_equal_groups_give_zero_advantage_and_no_nan():

@@ -28,9 +28,18 @@ def policy_dir(tiny_lm) -> Path:
 
 
 def config(*sets: str) -> RLConfig:
-    return build_config(RLConfig, "smoke", (), ["loss.entropy_coef=0", "loss.ppo_epochs=1",
-                                               "loss.minibatches=1", "loss.kl_monitor_every=0",
-                                               *sets])  # fmt: skip
+    return build_config(
+        RLConfig,
+        "smoke",
+        (),
+        [
+            "loss.entropy_coef=0",
+            "loss.ppo_epochs=1",
+            "loss.minibatches=1",
+            "loss.kl_monitor_every=0",
+            *sets,
+        ],
+    )
 
 
 def digit_first(text: str) -> float:
@@ -53,8 +62,9 @@ def exact_expected_reward(model, tok) -> float:
 @pytest.mark.usefixtures("one_torch_thread")
 def test_one_update_from_many_samples_raises_the_expected_reward(policy_dir):
     g = 64
-    cfg = config(f"rollout.prompts_per_step={len(PROMPTS)}", f"rollout.group_size={g}",
-                 "learner.lr=0.01")  # fmt: skip
+    cfg = config(
+        f"rollout.prompts_per_step={len(PROMPTS)}", f"rollout.group_size={g}", "learner.lr=0.01"
+    )
     engine, tok = HFEngine(policy_dir), load_tokenizer(policy_dir)
     model = load_causal_lm(policy_dir)
     engine.model = model  # the engine samples from the module being trained
@@ -88,8 +98,9 @@ def test_rollout_and_learner_logprobs_agree_at_temperature_0_7(policy_dir):
     # the check can fail: scoring the untempered policy is far off
     assert ((logp_of(model, batch) - batch.old_logp).abs() * mask).max() > 1e-2
 
-    cfg = config("rollout.prompts_per_step=4", "rollout.group_size=4",
-                 "rollout.sampling.temperature=0.7")  # fmt: skip
+    cfg = config(
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.sampling.temperature=0.7"
+    )
     learner = Learner(cfg.learner, model, Dist(), micro_batch=16)
     est = Estimate(advantages=torch.zeros_like(batch.old_logp))
     stats = policy_update(learner, model, batch, est, cfg, Dist(), step=0)
@@ -119,8 +130,9 @@ def test_rl_prompts_are_disjoint_from_the_sft_data_and_from_val_and_test():
     from rayworks.data.tasks import get_task
     from rayworks.pipelines.rl.prompts import prompt_set
 
-    cfg = build_config(RLConfig, None, (), ["policy.sft.n_train=3000", "eval.n_val=64",
-                                            "eval.n_test=64"])  # fmt: skip
+    cfg = build_config(
+        RLConfig, None, (), ["policy.sft.n_train=3000", "eval.n_val=64", "eval.n_test=64"]
+    )
     data = prompt_set(cfg)
     sft = {e.prompt for e in get_task(cfg.task).examples(3000, "train", cfg.policy.sft.seed)}
     train = {e.prompt for e in data.train}

@@ -88,21 +88,37 @@ def test_gpt2_greedy_equals_transformers_generate(gpt2_dir):
     engine = HFEngine(gpt2_dir)
     (r,) = engine.generate(PROMPTS[:1], 1, SamplingConfig(temperature=0.0, max_new_tokens=10))
     ids = torch.tensor([r.prompt_ids])
-    want = engine.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=10, pad_token_id=engine.tok.eos_token_id)  # fmt: skip
+    want = engine.model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=10,
+        pad_token_id=engine.tok.eos_token_id,
+    )
     assert r.completion_ids == want[0, ids.shape[1] :].tolist()[: len(r.completion_ids)]
 
 
 def test_gpt2_policy_update_trains_and_a_gpt2_critic_scores(gpt2_dir):
-    cfg = build_config(RLConfig, "smoke", (), ["rollout.prompts_per_step=1",
-                                               "loss.minibatches=1", "learner.lr=0.01"])  # fmt: skip
+    cfg = build_config(
+        RLConfig,
+        "smoke",
+        (),
+        ["rollout.prompts_per_step=1", "loss.minibatches=1", "learner.lr=0.01"],
+    )
     engine = HFEngine(gpt2_dir)
     rollouts = engine.generate(PROMPTS[:1], 4, SamplingConfig(max_new_tokens=8, seed=0))
     batch = make_batch(rollouts, [1.0, 0.0, 0.0, 0.0], engine.pad)
     learner = Learner(cfg.learner, load_causal_lm(gpt2_dir), Dist(), micro_batch=4)
     adv = torch.tensor([1.5, -0.5, -0.5, -0.5])[:, None] * batch.response_mask
-    stats = policy_update(learner, load_causal_lm(gpt2_dir).eval(), batch,
-                          Estimate(advantages=adv), cfg, Dist(), step=0)  # fmt: skip
+    stats = policy_update(
+        learner,
+        load_causal_lm(gpt2_dir).eval(),
+        batch,
+        Estimate(advantages=adv),
+        cfg,
+        Dist(),
+        step=0,
+    )
     assert stats["rollout_logp_gap"] < 1e-5 and stats["policy_loss"] != 0.0
     values = ValueModel.from_pretrained(gpt2_dir)(**batch.model_inputs)  # critic = policy copy
     assert values.shape == batch.input_ids.shape and torch.isfinite(values).all()

@@ -29,8 +29,9 @@ def seq_logp(model, batch) -> torch.Tensor:
 
 
 def setup(policy_dir: Path, *sets: str):
-    cfg = build_config(RLConfig, "smoke", (), ["rollout.prompts_per_step=1",
-                                               "rollout.group_size=4", *sets])  # fmt: skip
+    cfg = build_config(
+        RLConfig, "smoke", (), ["rollout.prompts_per_step=1", "rollout.group_size=4", *sets]
+    )
     engine = HFEngine(policy_dir)
     rollouts = engine.generate(["Q: 12+3=\n"], 4, SamplingConfig(max_new_tokens=10, seed=0))
     batch = make_batch(rollouts, [1.0, 0.0, 0.0, 0.0], engine.pad)
@@ -40,8 +41,13 @@ def setup(policy_dir: Path, *sets: str):
 
 
 def test_update_raises_the_rewarded_response_and_lowers_the_others(policy_dir):
-    cfg, batch, learner, ref = setup(policy_dir, "loss.entropy_coef=0", "learner.lr=0.01",
-                                     "loss.ppo_epochs=4", "loss.minibatches=1")  # fmt: skip
+    cfg, batch, learner, ref = setup(
+        policy_dir,
+        "loss.entropy_coef=0",
+        "learner.lr=0.01",
+        "loss.ppo_epochs=4",
+        "loss.minibatches=1",
+    )
     adv = torch.tensor([1.5, -0.5, -0.5, -0.5])[:, None] * batch.response_mask
     before = seq_logp(learner.module, batch)
     stats = policy_update(learner, ref, batch, Estimate(advantages=adv), cfg, Dist(), step=0)
@@ -53,9 +59,18 @@ def test_update_raises_the_rewarded_response_and_lowers_the_others(policy_dir):
 
 
 def test_zero_advantage_leaves_a_zero_loss(policy_dir):
-    cfg, batch, learner, ref = setup(policy_dir, "loss.entropy_coef=0", "loss.minibatches=1",
-                                     "loss.ppo_epochs=1")  # fmt: skip
-    stats = policy_update(learner, ref, batch, Estimate(advantages=torch.zeros(4, batch.old_logp.shape[1])), cfg, Dist(), step=0)  # fmt: skip
+    cfg, batch, learner, ref = setup(
+        policy_dir, "loss.entropy_coef=0", "loss.minibatches=1", "loss.ppo_epochs=1"
+    )
+    stats = policy_update(
+        learner,
+        ref,
+        batch,
+        Estimate(advantages=torch.zeros(4, batch.old_logp.shape[1])),
+        cfg,
+        Dist(),
+        step=0,
+    )
     assert stats["policy_loss"] == 0.0  # ratio 1, advantage 0: exactly 0, as expected
 
 

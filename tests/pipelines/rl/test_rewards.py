@@ -136,12 +136,21 @@ def test_labels_name_components_and_task_metrics_score() -> None:
     shapes = get_task("shapes")
     ex = shapes.examples(1, "test", 0)[0]
     wrong_total = ex.completion.replace(f"A: {ex.answer}", f"A: {int(ex.answer) + 1}")
-    combined = CombinedReward([
-        RewardSpec(name="task_metric", label="outcome",
-                   kwargs={"task": "shapes", "metric": "digit_score"}),
-        RewardSpec(name="task_metric", label="steps", weight=0.0,
-                   kwargs={"task": "shapes", "metric": "step_score"}),
-    ])  # fmt: skip
+    combined = CombinedReward(
+        [
+            RewardSpec(
+                name="task_metric",
+                label="outcome",
+                kwargs={"task": "shapes", "metric": "digit_score"},
+            ),
+            RewardSpec(
+                name="task_metric",
+                label="steps",
+                weight=0.0,
+                kwargs={"task": "shapes", "metric": "step_score"},
+            ),
+        ]
+    )
     totals, parts = combined([ex, ex], [ex.completion, wrong_total])
     assert list(parts) == ["outcome", "steps"]
     assert parts["steps"] == [1.0, 1.0]  # the trace is right, only the answer differs

@@ -56,11 +56,25 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
-    held_out = ("sampled_accuracy", "pass_at_k", "informative", "response_len", "entropy",
-                "kl_base")  # fmt: skip
-    for key in ("test_accuracy", "base_test_accuracy", "reward", "entropy", "kl",
-                "informative_groups", *(f"{s}_{k}" for s in ("val", "test") for k in held_out),
-                "test_accuracy_gain", "test_sampled_accuracy_gain"):  # fmt: skip
+    held_out = (
+        "sampled_accuracy",
+        "pass_at_k",
+        "informative",
+        "response_len",
+        "entropy",
+        "kl_base",
+    )
+    for key in (
+        "test_accuracy",
+        "base_test_accuracy",
+        "reward",
+        "entropy",
+        "kl",
+        "informative_groups",
+        *(f"{s}_{k}" for s in ("val", "test") for k in held_out),
+        "test_accuracy_gain",
+        "test_sampled_accuracy_gain",
+    ):
         assert isinstance(summary[key], float), key
     assert summary["base_test_kl_base"] == 0.0  # step 0: the policy is the base
     records = _metrics(run_dir)
@@ -68,8 +82,11 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     assert [r["step"] for r in records if "test_accuracy" in r] == [0, 2, 3]
     assert {"reward/verifier", "entropy", "kl", "clip_frac", "gen_tokens_per_s"} <= set(records[1])
     samples = sorted((run_dir / "artifacts" / "samples").glob("step_*.jsonl"))
-    assert [p.name for p in samples] == ["step_000000.jsonl", "step_000002.jsonl",
-                                         "step_000003.jsonl"]  # fmt: skip
+    assert [p.name for p in samples] == [
+        "step_000000.jsonl",
+        "step_000002.jsonl",
+        "step_000003.jsonl",
+    ]
     rows = [json.loads(line) for line in samples[-1].read_text().splitlines()]
     assert {r["split"] for r in rows} == {"val", "test", "train"}
     load_causal_lm(run_dir / "artifacts" / "model")  # HF format, loads with transformers
@@ -104,10 +121,25 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
 
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rayworks", "run", "asyppo", "--preset", "smoke", "--no-progress",
-         "--set", "learner.max_steps=10", "--set", "learner.eval_every=5"],
-        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "rayworks",
+            "run",
+            "asyppo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            "learner.max_steps=10",
+            "--set",
+            "learner.eval_every=5",
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline, killed = time.time() + 300, False
     while not killed and time.time() < deadline and proc.poll() is None:
         dirs = _run_dirs(runs, "asyppo")
@@ -129,9 +161,22 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
 @pytest.mark.slow
 def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
     """Rank 0 drives the engines and broadcasts each batch; both ranks train their slices."""
-    cli(["run", "grpo", "--preset", "smoke", "--no-progress",
-         "--set", "learner.strategy=deepspeed", "--set", "learner.num_workers=2",
-         "--set", "learner.cpus_per_worker=0.5"], timeout=900)  # fmt: skip
+    cli(
+        [
+            "run",
+            "grpo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            "learner.strategy=deepspeed",
+            "--set",
+            "learner.num_workers=2",
+            "--set",
+            "learner.cpus_per_worker=0.5",
+        ],
+        timeout=900,
+    )
     (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     latest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
@@ -141,8 +186,10 @@ def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
 
 
 def test_a_run_the_cluster_can_never_hold_fails_naming_the_resource(cli):
-    proc = cli(["run", "asyppo", "--preset", "smoke", "--no-progress",
-                "--set", "rollout.num_engines=8"], check=False)  # fmt: skip
+    proc = cli(
+        ["run", "asyppo", "--preset", "smoke", "--no-progress", "--set", "rollout.num_engines=8"],
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     out = proc.stderr + proc.stdout
     assert "needs 4.6 CPU" in out and "rollout.num_engines" in out  # 1 + 8 x 0.4 + 2 x 0.2

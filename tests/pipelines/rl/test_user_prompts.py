@@ -53,18 +53,21 @@ def write_lines(path: Path, rows: list[dict | bytes]) -> Path:
 def messy(tmp_path: Path) -> Path:
     """A byte-order mark, two good lines (one with a numeric answer and a difficulty, one
     with CRLF and non-ASCII), then one line of every malformed kind."""
-    head = [b'\xef\xbb\xbf{"prompt": "Q: 1+1=", "answer": "2"}',
-            b'{"prompt": "Q: 2+2=", "answer": 4, "difficulty": 2}',
-            '{"prompt": "Q: caf\u00e9?", "answer": "\u00e9", "extra": 1}\r'.encode()]  # fmt: skip
+    head = [
+        b'\xef\xbb\xbf{"prompt": "Q: 1+1=", "answer": "2"}',
+        b'{"prompt": "Q: 2+2=", "answer": 4, "difficulty": 2}',
+        '{"prompt": "Q: caf\u00e9?", "answer": "\u00e9", "extra": 1}\r'.encode(),
+    ]
     return write_lines(tmp_path / "messy.jsonl", [*head, *(raw for raw, _ in MALFORMED)])
 
 
 def test_good_lines_are_kept_and_every_malformed_one_is_rejected_with_its_reason(messy):
     got = pf.read_prompt_file(messy, "exact")
     assert [ln.example for ln in got.kept] == [
-        Example("Q: 1+1=", "", "2", 0), Example("Q: 2+2=", "", "4", 2),
+        Example("Q: 1+1=", "", "2", 0),
+        Example("Q: 2+2=", "", "4", 2),
         Example("Q: caf\u00e9?", "", "\u00e9", 0),
-    ]  # fmt: skip
+    ]
     assert [r["line"] for r in got.rejects] == [4 + i for i in range(len(MALFORMED))]
     for row, (_, reason) in zip(got.rejects, MALFORMED, strict=True):
         assert row["reason"].startswith(reason), row  # NOT_JSON / NOT_OBJECT add a detail
@@ -85,8 +88,10 @@ def test_one_file_splits_by_the_prompt_hash_and_counts_reconcile(tmp_path):
     c = splits.counts
     assert c["prompts_lines"] == c["prompts_kept"] + c["prompts_rejected"] + c["prompts_filtered"]
     assert (c["prompts_kept"], c["prompts_rejected"], c["prompts_filtered"]) == (
-        len(GOOD), len(MALFORMED), 0,
-    )  # fmt: skip
+        len(GOOD),
+        len(MALFORMED),
+        0,
+    )
     assert c["prompts_train"] + c["prompts_val"] + c["prompts_test"] == len(GOOD)
 
 
@@ -100,22 +105,32 @@ def test_own_val_and_test_files_hold_out_their_prompts_from_train(tmp_path):
     assert [e.prompt for e in splits.train] == [g["prompt"] for g in GOOD[2:]]  # every hash trains
     assert [(r["file"], r["line"], r["reason"]) for r in splits.rejects] == [
         (str(test), 2, f"{pf.NOT_JSON}: Expecting value: line 1 column 1 (char 0)"),
-        (str(main), 1, pf.HELD_OUT), (str(main), 2, pf.HELD_OUT),
-    ]  # fmt: skip
+        (str(main), 1, pf.HELD_OUT),
+        (str(main), 2, pf.HELD_OUT),
+    ]
     c = splits.counts
-    assert (c["prompts_lines"], c["prompts_kept"], c["prompts_rejected"], c["prompts_filtered"]) == (
-        len(GOOD) + 4, len(GOOD) + 1, 1, 2,
-    )  # fmt: skip
+    assert (
+        c["prompts_lines"],
+        c["prompts_kept"],
+        c["prompts_rejected"],
+        c["prompts_filtered"],
+    ) == (
+        len(GOOD) + 4,
+        len(GOOD) + 1,
+        1,
+        2,
+    )
 
 
 def test_exact_numeric_and_countdown_verifiers():
     seven = Example("Q: 3+4=", "", "7", 0)
-    assert [exact_verifier(seven, c) for c in
-            ["<think>3+4=7</think>A: 7", "A: 7\nmore", " 7 ", "A: 8", "17", "A: 7 apples"]] == [
-        1.0, 1.0, 1.0, 0.0, 0.0, 0.0]  # fmt: skip
-    assert [numeric_verifier(seven, c) for c in
-            ["so 3+4 = 7.", "A: 7.0", "7 then 8", "no number", "-7"]] == [
-        1.0, 1.0, 0.0, 0.0, 0.0]  # fmt: skip
+    assert [
+        exact_verifier(seven, c)
+        for c in ["<think>3+4=7</think>A: 7", "A: 7\nmore", " 7 ", "A: 8", "17", "A: 7 apples"]
+    ] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [
+        numeric_verifier(seven, c) for c in ["so 3+4 = 7.", "A: 7.0", "7 then 8", "no number", "-7"]
+    ] == [1.0, 1.0, 0.0, 0.0, 0.0]
     assert numeric_verifier(Example("q", "", "1000", 0), "it is 1,000") == 1.0
     puzzle = Example("Q: reach 24 with 3 8 2\n", "", "3*8", 0)
     assert countdown_verifier(puzzle, "A: 8*3") == 1.0  # any right expression
@@ -135,8 +150,9 @@ def test_a_verifier_that_can_never_score_a_line_rejects_it(tmp_path):
 
 def test_the_run_scores_and_evaluates_with_the_files_verifier(tmp_path):
     path = write_lines(tmp_path / "p.jsonl", GOOD)
-    cfg = build_config(RLConfig, "smoke", (), [f"data.prompts={path}", "data.verifier=numeric",
-                                               "eval.n_val=3"])  # fmt: skip
+    cfg = build_config(
+        RLConfig, "smoke", (), [f"data.prompts={path}", "data.verifier=numeric", "eval.n_val=3"]
+    )
     (spec,) = cfg.reward_specs()
     assert spec.kwargs == {"verifier": "numeric"}
     data = prompt_set(cfg)
@@ -144,10 +160,15 @@ def test_the_run_scores_and_evaluates_with_the_files_verifier(tmp_path):
     assert len(data.val) == 3 and 0 < len(data.test) <= cfg.eval.n_test  # up to eval.n_*
     ex = data.train[0]
     assert CombinedReward(cfg.reward_specs())([ex, ex], [f"A: {ex.answer}.0", "A: 0"])[0] == [
-        1.0, 0.0,
-    ]  # fmt: skip
-    own = build_config(RLConfig, "smoke", (), [f"data.prompts={path}",
-                       "rewards=[{name: verifier, kwargs: {task: countdown}}]"])  # fmt: skip
+        1.0,
+        0.0,
+    ]
+    own = build_config(
+        RLConfig,
+        "smoke",
+        (),
+        [f"data.prompts={path}", "rewards=[{name: verifier, kwargs: {task: countdown}}]"],
+    )
     assert own.reward_specs()[0].kwargs == {"task": "countdown"}  # an explicit one stays
     assert build_config(RLConfig, "smoke").reward_specs()[0].kwargs == {"task": "arithmetic_mix"}
 
@@ -184,15 +205,21 @@ def test_record_writes_the_rejects_before_an_empty_split_fails(tmp_path):
         (["data.prompts={missing}"], r"data\.prompts='.*missing\.jsonl' is invalid.*no such file"),
         (["data.prompts={bad}"], r"data\.prompts='.*bad\.jsonl' is invalid.*no usable line: all 2"),
         (["data.prompts={good}", "data.verifier=fuzzy"], r"data\.verifier='fuzzy' is invalid"),
-        (["data.prompts={good}", "data.verifier=nope.mod:fn"],
-         r"data\.verifier='nope\.mod:fn'.*cannot be imported"),
-        (["data.prompts={good}", "data.verifier=rayworks.pipelines.rl.rewards:REWARDS"],
-         r"data\.verifier=.*is not callable"),
+        (
+            ["data.prompts={good}", "data.verifier=nope.mod:fn"],
+            r"data\.verifier='nope\.mod:fn'.*cannot be imported",
+        ),
+        (
+            ["data.prompts={good}", "data.verifier=rayworks.pipelines.rl.rewards:REWARDS"],
+            r"data\.verifier=.*is not callable",
+        ),
         (["data.val={good}"], r"data\.val=.*needs data\.prompts"),
-        (["data.prompts={good}", "data.verifier=numeric", "data.test={words}"],
-         r"data\.test=.*no usable line.*answer is not a number"),
+        (
+            ["data.prompts={good}", "data.verifier=numeric", "data.test={words}"],
+            r"data\.test=.*no usable line.*answer is not a number",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_prompt_config_fails_before_ray_starts_naming_the_key(tmp_path, monkeypatch, sets, key):
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray must not start for an invalid config")
@@ -231,18 +258,35 @@ def test_critics_start_from_the_policy_on_a_prompt_file(tmp_path, tiny_gpt2):
 def test_grpo_run_on_a_gpt2_and_a_prompt_file(cli, cli_env, tiny_gpt2, tmp_path):
     policy = tiny_gpt2([f"{g['prompt']} {g['answer']}" for g in GOOD])
     path = write_lines(tmp_path / "prompts.jsonl", [*GOOD, *(raw for raw, _ in MALFORMED[:3])])
-    cli(["run", "grpo", "--preset", "smoke", "--no-progress",
-         "--set", f"policy.init_from={policy}", "--set", f"data.prompts={path}",
-         "--set", "data.verifier=numeric", "--set", "learner.max_steps=2",
-         "--set", "rollout.sampling.max_new_tokens=8"])  # fmt: skip
+    cli(
+        [
+            "run",
+            "grpo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            f"policy.init_from={policy}",
+            "--set",
+            f"data.prompts={path}",
+            "--set",
+            "data.verifier=numeric",
+            "--set",
+            "learner.max_steps=2",
+            "--set",
+            "rollout.sampling.max_new_tokens=8",
+        ]
+    )
     (run_dir,) = (Path(cli_env["RAYWORKS_RUNS_DIR"]) / "grpo").glob("*")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary.get("error")
     for key in ("test_accuracy", "val_accuracy", "base_test_accuracy", "reward"):
         assert isinstance(summary[key], float), key
     assert (summary["prompts_lines"], summary["prompts_kept"], summary["prompts_rejected"]) == (
-        len(GOOD) + 3, len(GOOD), 3,
-    )  # fmt: skip
+        len(GOOD) + 3,
+        len(GOOD),
+        3,
+    )
     rejects = (run_dir / REJECTS_FILE).read_text().splitlines()
     assert [json.loads(r)["line"] for r in rejects] == [len(GOOD) + 1, len(GOOD) + 2, len(GOOD) + 3]
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

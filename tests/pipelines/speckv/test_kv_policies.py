@@ -88,9 +88,16 @@ def tiny_pair():
 
     def make(layers: int, d: int) -> LlamaForCausalLM:
         spec = DecoderSpec(d_model=d, n_layer=layers, n_head=4, n_kv_head=2, max_seq_len=128)
-        cfg = LlamaConfig(vocab_size=40, hidden_size=d, intermediate_size=2 * d,
-                          num_hidden_layers=spec.n_layer, num_attention_heads=4,
-                          num_key_value_heads=2, max_position_embeddings=128, eos_token_id=2)  # fmt: skip
+        cfg = LlamaConfig(
+            vocab_size=40,
+            hidden_size=d,
+            intermediate_size=2 * d,
+            num_hidden_layers=spec.n_layer,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            eos_token_id=2,
+        )
         return LlamaForCausalLM(cfg).eval()
 
     return make(2, 32), make(1, 16)
@@ -123,8 +130,9 @@ def test_budget_at_least_context_decodes_like_the_full_cache(tiny_pair, policy) 
     ids = torch.randint(4, 40, (1, 24), generator=torch.Generator().manual_seed(1))
     budget = 1000 if policy != "full" else 4
     with torch.no_grad():
-        cache, logits, stats = compressed_prefill(target, ids, policy, budget, draft,
-                                                  max_new_tokens=5)  # fmt: skip
+        cache, logits, stats = compressed_prefill(
+            target, ids, policy, budget, draft, max_new_tokens=5
+        )
         got = greedy_from(target, cache, logits, 8)
     assert got == reference_greedy(target, ids, 8)
     assert stats["kv_bytes"] == stats["kv_bytes_full"] > 0

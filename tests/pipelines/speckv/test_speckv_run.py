@@ -36,8 +36,11 @@ def test_smoke_run_through_cli(cli, cli_env) -> None:
     full_bytes = rows[0]["kv_bytes"]
     assert all(r["kv_bytes"] < full_bytes for r in small)
     assert (run / "artifacts" / "accuracy_vs_budget.png").stat().st_size > 1000
-    steps = [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
-             if "accuracy" in m]  # fmt: skip
+    steps = [
+        m["step"]
+        for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "accuracy" in m
+    ]
     assert steps == sorted(cfg.budgets)
     models = json.loads((run / "artifacts" / "models.json").read_text())
     assert all((Path(p) / "model.safetensors").is_file() for p in models.values())
@@ -48,8 +51,15 @@ def test_batched_decode_equals_one_by_one() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=30, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=30,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     model = LlamaForCausalLM(cfg).eval()
     ids = torch.randint(3, 30, (1, 20))
     with torch.no_grad():

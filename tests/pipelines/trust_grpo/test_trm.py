@@ -27,9 +27,11 @@ SMALL = TRMConfig(n_train=64, n_test=32, steps=30, batch_size=16, lr=3e-3)
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     cfg = VLMPolicyConfig.model_validate(
-        {"model": {"vision_d": 16, "text": {"d_model": 32, "n_layer": 1, "n_head": 2}},
-         "sft": {"steps": 30, "n_train": 64, "n_test": 0, "batch_size": 16}}
-    )  # fmt: skip
+        {
+            "model": {"vision_d": 16, "text": {"d_model": 32, "n_layer": 1, "n_head": 2}},
+            "sft": {"steps": 30, "n_train": 64, "n_test": 0, "batch_size": 16},
+        }
+    )
     root = tmp_path_factory.mktemp("cache")
     return root, vlm_policy(root, "shapes", cfg.model, cfg.sft, 56)
 
@@ -81,8 +83,16 @@ def test_trm_trains_is_cached_and_scores_through_the_reward_actor(ray_session, p
         [e.prompt for e in examples], completions, [e.image for e in examples]
     )
     assert all(0.0 <= s <= 1.0 for s in local)
-    reward = CombinedReward([RewardSpec(name="trm", label="thinking", weight=0.0,
-                                        kwargs={"path": str(folder), "resources": {"CPU": 0.1}})])  # fmt: skip
+    reward = CombinedReward(
+        [
+            RewardSpec(
+                name="trm",
+                label="thinking",
+                weight=0.0,
+                kwargs={"path": str(folder), "resources": {"CPU": 0.1}},
+            )
+        ]
+    )
     totals, parts = reward(examples, completions)
     assert parts["thinking"] == pytest.approx(local, abs=1e-5)  # the actor scores the same
     assert totals == [0.0, 0.0, 0.0]  # weight 0: a monitor, not a reward
@@ -99,9 +109,11 @@ def test_trm_reward_needs_a_path_and_a_trm_folder(policy):
 def test_policy_is_built_once_per_config(policy):
     root, policy_dir = policy
     cfg = VLMPolicyConfig.model_validate(
-        {"model": {"vision_d": 16, "text": {"d_model": 32, "n_layer": 1, "n_head": 2}},
-         "sft": {"steps": 30, "n_train": 64, "n_test": 0, "batch_size": 16}}
-    )  # fmt: skip
+        {
+            "model": {"vision_d": 16, "text": {"d_model": 32, "n_layer": 1, "n_head": 2}},
+            "sft": {"steps": 30, "n_train": 64, "n_test": 0, "batch_size": 16},
+        }
+    )
     stamp = (policy_dir / "model.safetensors").stat().st_mtime_ns
     assert vlm_policy(root, "shapes", cfg.model, cfg.sft, 56) == policy_dir
     assert (policy_dir / "model.safetensors").stat().st_mtime_ns == stamp  # not rebuilt

@@ -55,8 +55,12 @@ def test_combined_reward_applies_gamma_alpha_and_annealing_per_group():
     cfg = ThinkingConfig(alpha=0.3)
     rewards, stats = combined_rewards(outcome, thinking, 2, step=10, horizon=20, cfg=cfg)
     gamma0, anneal = math.exp(0.2 - 0.8), math.exp(-0.5)
-    want = [1 + gamma0 * 0.3 * anneal * 0.2, gamma0 * 0.3 * anneal * 0.8,
-            1 + 0.3 * anneal * 0.9, 0.3 * anneal * 0.1]  # fmt: skip
+    want = [
+        1 + gamma0 * 0.3 * anneal * 0.2,
+        gamma0 * 0.3 * anneal * 0.8,
+        1 + 0.3 * anneal * 0.9,
+        0.3 * anneal * 0.1,
+    ]
     assert rewards.tolist() == pytest.approx(want)
     assert stats["gamma_mean"] == pytest.approx((gamma0 + 1) / 2)
     assert stats["gamma_lt1_frac"] == 0.5
@@ -91,8 +95,10 @@ def test_released_code_queries_only_above_threshold_and_zeroes_uniform_groups():
 
 
 def _batch(outcome: list[float], thinking: list[float]):
-    rollouts = [Rollout(i // 2, [5, 6], [7, 8, 2], [-0.5, -0.4, -0.1], "x", True, 0)
-                for i in range(len(outcome))]  # fmt: skip
+    rollouts = [
+        Rollout(i // 2, [5, 6], [7, 8, 2], [-0.5, -0.4, -0.1], "x", True, 0)
+        for i in range(len(outcome))
+    ]
     return make_batch(rollouts, outcome, 0, parts={"outcome": outcome, "thinking": thinking})
 
 

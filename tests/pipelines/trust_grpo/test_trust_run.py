@@ -20,18 +20,49 @@ def test_trust_grpo_smoke_run_logs_trust_and_resumes(cli, cli_env):
     two = ["--set", "learner.max_steps=2", "--set", "learner.checkpoint_every=2"]
     # half the smoke preset's 40 SFT steps: the base VLM's training is most of this run's
     # compute, and nothing here depends on how far it got
-    cli(["run", "trust_grpo", "--preset", "smoke", "--no-progress", *two,
-         "--set", "trm.kind=hackable", "--set", "policy.sft.steps=20"])  # fmt: skip
+    cli(
+        [
+            "run",
+            "trust_grpo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            *two,
+            "--set",
+            "trm.kind=hackable",
+            "--set",
+            "policy.sft.steps=20",
+        ]
+    )
     (run_dir,) = sorted((Path(cli_env["RAYWORKS_RUNS_DIR"]) / "trust_grpo").glob("*"))
     checkpoint = run_dir / "checkpoints" / "step_00000002"
     assert load_processor(checkpoint) is not None  # the processor travels with the weights
-    cli(["run", "trust_grpo", "--resume", str(run_dir), "--no-progress",
-         "--set", "learner.max_steps=3"])  # fmt: skip
+    cli(
+        [
+            "run",
+            "trust_grpo",
+            "--resume",
+            str(run_dir),
+            "--no-progress",
+            "--set",
+            "learner.max_steps=3",
+        ]
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
-    for key in ("test_accuracy", "test_step_correct", "test_hack", "gamma_mean",
-                "gamma_lt1_frac", "eff_weight", "reward/thinking", "reward/hack",
-                "trm_mae", "trm_hack_trace_score", "base_sft_train_loss"):  # fmt: skip
+    for key in (
+        "test_accuracy",
+        "test_step_correct",
+        "test_hack",
+        "gamma_mean",
+        "gamma_lt1_frac",
+        "eff_weight",
+        "reward/thinking",
+        "reward/hack",
+        "trm_mae",
+        "trm_hack_trace_score",
+        "base_sft_train_loss",
+    ):
         assert isinstance(summary[key], float), key
     steps = [r for r in _metrics(run_dir) if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]

@@ -87,9 +87,14 @@ def test_etc_explores_then_commits_once_to_the_unsolved() -> None:
 
 def test_priority_rules_rank_as_documented() -> None:
     run = Allocation(3, 100, AllocatorConfig(rule="entropy", lam=0.0))
-    run.record([(0, 4), (1, 4), (2, 4)], [
-        [Draw(a, 0.0) for a in "aaaa"], [Draw(a, 0.0) for a in "abcd"], [Draw(a, 0.0) for a in "aabb"]
-    ])  # fmt: skip
+    run.record(
+        [(0, 4), (1, 4), (2, 4)],
+        [
+            [Draw(a, 0.0) for a in "aaaa"],
+            [Draw(a, 0.0) for a in "abcd"],
+            [Draw(a, 0.0) for a in "aabb"],
+        ],
+    )
     assert run.queries[0].entropy() == 0 and run.queries[1].entropy() == pytest.approx(1)
     order = sorted(run.queries, key=run.priority, reverse=True)
     assert [q.index for q in order] == [1, 2, 0]
@@ -104,8 +109,9 @@ def test_priority_rules_rank_as_documented() -> None:
 
 def test_consistency_mode_needs_no_oracle_and_votes() -> None:
     rows = [[Draw("5")] * 10, [Draw(a) for a in "1234" * 10], [Draw(a) for a in "9989999999"]]
-    cfg = AllocatorConfig(rule="elimination", stop="consistency", consistency_threshold=0.6,
-                          min_samples=3)  # fmt: skip
+    cfg = AllocatorConfig(
+        rule="elimination", stop="consistency", consistency_threshold=0.6, min_samples=3
+    )
     run = allocate(3, 30, cfg, Scripted(rows))
     assert run.queries[0].samples == 3 and run.queries[0].reason == "consistent"
     assert run.queries[2].reason == "consistent" and run.queries[2].samples == 3  # 9,9,8: 2/3

@@ -78,8 +78,11 @@ def test_window_pools_budget_and_respects_caps() -> None:
     log: list = []
 
     async def go():
-        batcher = WindowBatcher(0.05, 64, lambda jobs: run_window(
-            jobs, fake_call(answers, log), PATTERN, None, rows_per_call=16))  # fmt: skip
+        batcher = WindowBatcher(
+            0.05,
+            64,
+            lambda jobs: run_window(jobs, fake_call(answers, log), PATTERN, None, rows_per_call=16),
+        )
         a = Job([query("easy", 4, 8)], cfg, "majority")
         b = Job([query("hard", 4, 6)], cfg, "majority")
         return await asyncio.gather(batcher.submit(a), batcher.submit(b))
@@ -132,8 +135,10 @@ def test_oracle_selects_best_and_errors_reach_every_request() -> None:
 
     async def fails():
         batcher = WindowBatcher(0.01, 64, lambda jobs: run_window(jobs, broken, PATTERN, None, 4))
-        jobs = [Job([query("x", 2, 2)], cfg.model_copy(update={"stop": "consistency"}),
-                    "majority") for _ in range(2)]  # fmt: skip
+        jobs = [
+            Job([query("x", 2, 2)], cfg.model_copy(update={"stop": "consistency"}), "majority")
+            for _ in range(2)
+        ]
         return await asyncio.gather(*(batcher.submit(j) for j in jobs), return_exceptions=True)
 
     errors = asyncio.run(fails())
@@ -163,7 +168,13 @@ def test_request_options_merge_and_name_bad_fields() -> None:
         CompletionBody(prompt="x", ttc={"allocator": {"k": 2}}), settings, False
     )
     assert (cfg.rule, cfg.k, cfg.stop, budget, cap, aggregate) == (
-        "elimination", 2, "consistency", 4, 6, "majority")  # fmt: skip
+        "elimination",
+        2,
+        "consistency",
+        4,
+        6,
+        "majority",
+    )
     assert resolve_ttc(CompletionBody(prompt="x"), RouterSettings(oracle=ORACLE), True)[3] == (
         "best_score"
     )
@@ -204,8 +215,10 @@ def test_cli_checks_flags_before_ray(tmp_path, monkeypatch, capsys, tiny_lm) -> 
 
 def test_cli_limit_flags_reach_the_router_settings(tiny_lm, monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr("rayworks.pipelines.ttc.router.serve_ttc",
-                        lambda checkpoints, settings, **kw: seen.update(settings=settings))  # fmt: skip
+    monkeypatch.setattr(
+        "rayworks.pipelines.ttc.router.serve_ttc",
+        lambda checkpoints, settings, **kw: seen.update(settings=settings),
+    )
     flags = ["--max-new-tokens", "64", "--max-stop", "2", "--request-timeout", "30"]
     assert main(["serve", "ttc", "--checkpoint", str(tiny_lm()), *flags]) == 0
     limits = seen["settings"].limits
@@ -222,11 +235,25 @@ def server(ray_session, tiny_lm):
 
     from rayworks.pipelines.ttc.router import serve_ttc
 
-    settings = {"budget": 4, "window_ms": 300, "oracle": ORACLE, "model_retries": 4,
-                "limits": {"max_new_tokens": 64, "max_body_bytes": 4096}}  # fmt: skip
-    url = serve_ttc([tiny_lm()], settings, port=free_port(), api_key=KEY, min_replicas=1,
-                    max_replicas=2, model_cpus=0.5, max_ongoing_requests=4,
-                    max_queued_requests=4, blocking=False)  # fmt: skip
+    settings = {
+        "budget": 4,
+        "window_ms": 300,
+        "oracle": ORACLE,
+        "model_retries": 4,
+        "limits": {"max_new_tokens": 64, "max_body_bytes": 4096},
+    }
+    url = serve_ttc(
+        [tiny_lm()],
+        settings,
+        port=free_port(),
+        api_key=KEY,
+        min_replicas=1,
+        max_replicas=2,
+        model_cpus=0.5,
+        max_ongoing_requests=4,
+        max_queued_requests=4,
+        blocking=False,
+    )
     yield url
     serve.shutdown()
 
@@ -301,8 +328,9 @@ def test_real_openai_client(server) -> None:
 
     client = openai.OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0)
     [model] = [m.id for m in client.models.list()]
-    reply = client.completions.create(model=model, prompt="Q: 3+4=\n", max_tokens=4,
-                                      extra_body={"ttc": {"budget": 2}})  # fmt: skip
+    reply = client.completions.create(
+        model=model, prompt="Q: 3+4=\n", max_tokens=4, extra_body={"ttc": {"budget": 2}}
+    )
     assert isinstance(reply.choices[0].text, str) and reply.usage.completion_tokens >= 1
     chat = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "Q: 3+4="}], max_tokens=4
@@ -313,18 +341,24 @@ def test_real_openai_client(server) -> None:
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{server}/v1", api_key="no", max_retries=0).models.list()
     with pytest.raises(openai.BadRequestError, match=r"ttc\.allocator\.bogus"):
-        client.completions.create(model=model, prompt="x", extra_body={"ttc": {"allocator": {
-            "bogus": 1}}})  # fmt: skip
+        client.completions.create(
+            model=model, prompt="x", extra_body={"ttc": {"allocator": {"bogus": 1}}}
+        )
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="gpt-4", prompt="x")
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
 def test_auth_required_except_health(server, headers) -> None:
-    for method, path in [("get", "/v1/models"), ("post", "/v1/completions"),
-                         ("post", "/v1/batch/completions"), ("get", "/metrics")]:  # fmt: skip
-        resp = requests.request(method, f"{server}{path}", json={"prompt": "x"},
-                                headers=headers, timeout=10)  # fmt: skip
+    for method, path in [
+        ("get", "/v1/models"),
+        ("post", "/v1/completions"),
+        ("post", "/v1/batch/completions"),
+        ("get", "/metrics"),
+    ]:
+        resp = requests.request(
+            method, f"{server}{path}", json={"prompt": "x"}, headers=headers, timeout=10
+        )
         assert resp.status_code == 401, (path, resp.text)
         assert resp.json()["error"]["type"] == "authentication_error"
     assert requests.get(f"{server}/health", timeout=10).status_code == 200
@@ -394,8 +428,11 @@ def _wait_for_a_call_in_flight(server: str, timeout: float = 60) -> None:
 def _model_replicas() -> list[dict]:
     import ray
 
-    replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
-                if "SERVE_REPLICA" in a["name"] and "Model0" in a["name"]]  # fmt: skip
+    replicas = [
+        a
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if "SERVE_REPLICA" in a["name"] and "Model0" in a["name"]
+    ]
     assert replicas, ray.util.list_named_actors(all_namespaces=True)
     return replicas
 

@@ -43,8 +43,19 @@ def test_config_errors_name_the_key() -> None:
 
 def test_sampler_level_through_cli(cli, cli_env) -> None:
     """SFT'd base (smoke), a response pool drawn by Ray tasks once, then replayed."""
-    cli(["run", "ttc", "--preset", "smoke", "--no-progress", "--set", "level=sampler",
-         "--set", "allocator.rule=entropy"])  # fmt: skip
+    cli(
+        [
+            "run",
+            "ttc",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            "level=sampler",
+            "--set",
+            "allocator.rule=entropy",
+        ]
+    )
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
     [pool] = list((runs / "cache" / "ttc_pool").glob("*/pool.json"))
     data = json.loads(pool.read_text())

@@ -59,8 +59,9 @@ def test_stage_counts_reconcile_and_het_beats_self() -> None:
         assert r["errors_final"] == r["missed"]  # humans fix or delete every flagged error
         assert r["fixed"] + r["deleted"] <= r["caught"]
         # recount the residual errors from the items themselves
-        assert r["errors_final"] == sum(1 for it in items if it.status != "deleted"
-                                        and not it.history["final"])  # fmt: skip
+        assert r["errors_final"] == sum(
+            1 for it in items if it.status != "deleted" and not it.history["final"]
+        )
     h, s = stage_report(het), stage_report(slf)
     assert h["errors_E1"] == s["errors_E1"] and h["errors_E2"] == s["errors_E2"]  # shared E1/E2
     assert 0.07 < h["errors_E1"] / 1200 < 0.13  # the injected 10% (binomial, ±3.5 sd)

@@ -40,19 +40,21 @@ def test_eval_scores_rejects_with_reasons_and_counts_reconcile(tiny, tmp_path) -
     test = [r for r in read_annotations(tiny) if r["split"] == "test"]
     train_id = next(r["id"] for r in read_annotations(tiny) if r["split"] == "train")
     right, wrong, by_text = test[0], test[1], test[2]
-    lines = [json.dumps({"id": right["id"], "prediction": right["answer"]}),
-             json.dumps({"id": wrong["id"], "prediction": (wrong["answer"] + 1) % 6}),
-             json.dumps({"id": by_text["id"], "prediction": by_text["options"][by_text["answer"]]}),
-             "{not json",
-             json.dumps([1, 2]),
-             json.dumps({"prediction": 1}),
-             json.dumps({"id": "nope", "prediction": 1}),
-             json.dumps({"id": train_id, "prediction": 0}),
-             json.dumps({"id": right["id"], "prediction": 0}),
-             json.dumps({"id": test[3]["id"]}),
-             json.dumps({"id": test[4]["id"], "prediction": 6}),
-             "",
-             json.dumps({"id": test[5]["id"], "prediction": True})]  # fmt: skip
+    lines = [
+        json.dumps({"id": right["id"], "prediction": right["answer"]}),
+        json.dumps({"id": wrong["id"], "prediction": (wrong["answer"] + 1) % 6}),
+        json.dumps({"id": by_text["id"], "prediction": by_text["options"][by_text["answer"]]}),
+        "{not json",
+        json.dumps([1, 2]),
+        json.dumps({"prediction": 1}),
+        json.dumps({"id": "nope", "prediction": 1}),
+        json.dumps({"id": train_id, "prediction": 0}),
+        json.dumps({"id": right["id"], "prediction": 0}),
+        json.dumps({"id": test[3]["id"]}),
+        json.dumps({"id": test[4]["id"], "prediction": 6}),
+        "",
+        json.dumps({"id": test[5]["id"], "prediction": True}),
+    ]
     preds = tmp_path / "preds.jsonl"
     preds.write_text("\n".join(lines) + "\n")
     m = run_evaluation("vudg", predictions=str(preds), overrides=[f"dataset={tiny}"])
@@ -65,9 +67,16 @@ def test_eval_scores_rejects_with_reasons_and_counts_reconcile(tiny, tmp_path) -
     assert m["accuracy_answered"] == pytest.approx(2 / 3)
     rejects = [json.loads(x) for x in preds.with_suffix(".rejects.jsonl").read_text().splitlines()]
     assert [(r["line"], r["reason"]) for r in rejects] == [
-        (4, "bad_json"), (5, "not_an_object"), (6, "missing_id"), (7, "unknown_id"),
-        (8, "out_of_scope"), (9, "duplicate_id"), (10, "missing_prediction"),
-        (11, "invalid_prediction"), (13, "invalid_prediction")]  # fmt: skip
+        (4, "bad_json"),
+        (5, "not_an_object"),
+        (6, "missing_id"),
+        (7, "unknown_id"),
+        (8, "out_of_scope"),
+        (9, "duplicate_id"),
+        (10, "missing_prediction"),
+        (11, "invalid_prediction"),
+        (13, "invalid_prediction"),
+    ]
     assert m["rejected_invalid_prediction"] == 2
     domain_sum = sum(m[f"acc_{d}"] * sum(r["domain"] == d for r in test) for d in DATA["domains"])
     assert domain_sum == pytest.approx(2)  # per-domain accuracies recombine to the 2 correct
@@ -80,5 +89,8 @@ def test_eval_errors_name_what_is_wrong(tiny, tmp_path) -> None:
         run_evaluation("vudg", predictions=str(tmp_path / "p.jsonl"), overrides=[f"dataset={tiny}"])
     (tmp_path / "p.jsonl").write_text("")
     with pytest.raises(RayworksError, match="selects no question"):
-        run_evaluation("vudg", predictions=str(tmp_path / "p.jsonl"),
-                       overrides=[f"dataset={tiny}", "domains=[snow]"])  # fmt: skip
+        run_evaluation(
+            "vudg",
+            predictions=str(tmp_path / "p.jsonl"),
+            overrides=[f"dataset={tiny}", "domains=[snow]"],
+        )

@@ -23,10 +23,16 @@ def test_same_scene_graph_in_every_domain_gives_same_questions_and_different_pix
     # annotate identically, so rows differ only in domain and ids.
     from rayworks.pipelines.vudg.annotate import annotate_clip
 
-    ann = {"generator_error": 0.1, "synonym_rate": 0.05, "verifier_error": 0.1,
-           "synonym_recall": 0.7}  # fmt: skip
-    rows = {d: question_rows("c", d, "test", sg, annotate_clip(sg, ann, np.random.default_rng(1)).het)
-            for d in DOMAINS}  # fmt: skip
+    ann = {
+        "generator_error": 0.1,
+        "synonym_rate": 0.05,
+        "verifier_error": 0.1,
+        "synonym_recall": 0.7,
+    }
+    rows = {
+        d: question_rows("c", d, "test", sg, annotate_clip(sg, ann, np.random.default_rng(1)).het)
+        for d in DOMAINS
+    }
     strip = [[{k: v for k, v in r.items() if k != "domain"} for r in rows[d]] for d in DOMAINS]
     assert all(s == strip[0] for s in strip)
     assert {truth(sg, t) for t in TYPES} == {

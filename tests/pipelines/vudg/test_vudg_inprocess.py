@@ -9,8 +9,15 @@ from rayworks.pipelines.vudg.config import VUDGConfig
 from rayworks.pipelines.vudg.pipeline import run_vudg
 from rayworks.platform.context import RunContext
 
-TINY = ["data.domains=[fog,night]", "data.n_train=4", "data.n_test=3",
-        "held_out=[night]", "sources=[fog]", "model.width=4", "model.hidden=8"]  # fmt: skip
+TINY = [
+    "data.domains=[fog,night]",
+    "data.n_train=4",
+    "data.n_test=3",
+    "held_out=[night]",
+    "sources=[fog]",
+    "model.width=4",
+    "model.hidden=8",
+]
 
 
 def test_in_process_run_scores_every_protocol_and_reuses_cached_pieces(tmp_path) -> None:
@@ -26,5 +33,8 @@ def test_in_process_run_scores_every_protocol_and_reuses_cached_pieces(tmp_path)
     # single-source from fog is scored on night only: Avg_s = that accuracy
     single = json.loads(pieces[0].read_text())
     assert {r["label"] for r in map(json.loads, (p.read_text() for p in pieces))} == {
-        "lodo-night", "all", "single-fog"}  # fmt: skip
+        "lodo-night",
+        "all",
+        "single-fog",
+    }
     assert single["n_params"] == first["n_params"]

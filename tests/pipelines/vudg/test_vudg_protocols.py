@@ -13,9 +13,11 @@ from rayworks.pipelines.vudg.protocols import avg_m, avg_s, plan
 def test_avg_m_and_avg_s_on_a_hand_made_table() -> None:
     assert avg_m({"a": 0.5, "b": 0.7, "c": 0.3}) == pytest.approx(0.5)
     # P_j^i: train on i (row), test on j (column); the diagonal must not count.
-    matrix = {"a": {"a": 0.99, "b": 0.4, "c": 0.6},
-              "b": {"a": 0.2, "b": 0.99, "c": 0.3},
-              "c": {"a": 0.1, "b": 0.5, "c": 0.99}}  # fmt: skip
+    matrix = {
+        "a": {"a": 0.99, "b": 0.4, "c": 0.6},
+        "b": {"a": 0.2, "b": 0.99, "c": 0.3},
+        "c": {"a": 0.1, "b": 0.5, "c": 0.99},
+    }
     # (1/3) [ (0.4+0.6)/2 + (0.2+0.3)/2 + (0.1+0.5)/2 ] = (0.5 + 0.25 + 0.3) / 3 = 0.35
     assert avg_s(matrix) == pytest.approx(0.35)
     assert avg_s({"a": {"b": 0.4, "c": 0.6}}) == pytest.approx(0.5)
@@ -25,11 +27,17 @@ def test_plans_hold_out_and_train_the_right_domains() -> None:
     doms = ["a", "b", "c", "d"]
     lodo = plan("lodo", doms, ["b", "d"], ["a"])
     assert [(p["train_domains"], p["test_domains"]) for p in lodo] == [
-        (["a", "c", "d"], ["b"]), (["a", "b", "c"], ["d"])]  # fmt: skip
+        (["a", "c", "d"], ["b"]),
+        (["a", "b", "c"], ["d"]),
+    ]
     assert plan("all", doms, ["b", "d"], ["a"]) == [
-        {"label": "all", "train_domains": doms, "test_domains": ["b", "d"]}]  # fmt: skip
+        {"label": "all", "train_domains": doms, "test_domains": ["b", "d"]}
+    ]
     assert plan("single", doms, ["b"], ["a", "c"])[1] == {
-        "label": "single-c", "train_domains": ["c"], "test_domains": ["a", "b", "d"]}  # fmt: skip
+        "label": "single-c",
+        "train_domains": ["c"],
+        "test_domains": ["a", "b", "d"],
+    }
 
 
 def test_presets_load_and_bad_values_name_the_key() -> None:

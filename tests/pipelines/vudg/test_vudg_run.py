@@ -17,13 +17,19 @@ def test_smoke_run_through_cli(smoke_run) -> None:
         assert 0 <= summary[key] <= 1, key
     assert summary["accuracy"] == summary["lodo_accuracy"] == summary["acc_night"]
     assert summary["pass_rule"] in (0.0, 1.0) and summary["pass_rule"] == (
-        summary["pass_ordering"] * summary["pass_annotation"])  # fmt: skip
-    assert summary["e3_het_items"] == summary["e3_het_kept"] + summary["e3_het_fixed"] + (
-        summary["e3_het_deleted"])  # fmt: skip
+        summary["pass_ordering"] * summary["pass_annotation"]
+    )
+    assert (
+        summary["e3_het_items"]
+        == summary["e3_het_kept"] + summary["e3_het_fixed"] + (summary["e3_het_deleted"])
+    )
     data = json.loads((run / "artifacts/dataset.json").read_text())
     # the run's own predictions re-score to the same number through `rayworks eval vudg`
-    again = run_evaluation("vudg", predictions=str(run / "artifacts/predictions_lodo-night.jsonl"),
-                           overrides=[f"dataset={data['dataset_dir']}", "domains=[night]"])  # fmt: skip
+    again = run_evaluation(
+        "vudg",
+        predictions=str(run / "artifacts/predictions_lodo-night.jsonl"),
+        overrides=[f"dataset={data['dataset_dir']}", "domains=[night]"],
+    )
     assert (
         math.isclose(again["accuracy"], summary["lodo_accuracy"]) and again["lines_rejected"] == 0
     )

@@ -31,8 +31,9 @@ TINY = ["finetune.epochs=1", "finetune.batch_size=64", "latency_reps=1", "measur
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[WASIConfig, Path]:
     cfg = build_config(WASIConfig, "smoke", (), [*TINY, "pretrain.epochs=1"])
     spec = cfg.model.model_copy(update={"n_classes": 5})
-    base = vit_train.pretrained_vit(tmp_path_factory.mktemp("cache"), spec, cfg.pretrain,
-                                    cfg.data, cfg.source_classes)  # fmt: skip
+    base = vit_train.pretrained_vit(
+        tmp_path_factory.mktemp("cache"), spec, cfg.pretrain, cfg.data, cfg.source_classes
+    )
     return cfg, base
 
 
@@ -81,10 +82,17 @@ def test_build_model_surgery_and_the_rss_probe(tiny) -> None:
     model, params, layers = build_model(base, SettingSpec("lora"), cfg, 0)
     assert all(isinstance(m, LoRALinear) for m in layers.values())
     assert {id(p) for p in params} == {id(p) for p in model.parameters() if p.requires_grad}
-    assert not any(p.requires_grad for p in model.blocks.parameters() if p.dim() == 2
-                   and p.shape[0] != cfg.lora_rank and p.shape[1] != cfg.lora_rank)  # fmt: skip
-    request = {"base": str(base), "setting": {"kind": "wasi", "eps": 0.8}, "steps": 1,
-               "config": cfg.model_dump(mode="json")}  # fmt: skip
+    assert not any(
+        p.requires_grad
+        for p in model.blocks.parameters()
+        if p.dim() == 2 and p.shape[0] != cfg.lora_rank and p.shape[1] != cfg.lora_rank
+    )
+    request = {
+        "base": str(base),
+        "setting": {"kind": "wasi", "eps": 0.8},
+        "steps": 1,
+        "config": cfg.model_dump(mode="json"),
+    }
     rss = peak_rss_probe(request)
     assert rss["rss_peak_mb"] >= rss["rss_base_mb"] > 50 and rss["rss_train_mb"] >= 0
 
@@ -92,8 +100,13 @@ def test_build_model_surgery_and_the_rss_probe(tiny) -> None:
 def test_settings_and_config_errors_name_the_key() -> None:
     cfg = build_config(WASIConfig, "smoke")
     assert [s.label for s in plan_settings(cfg)] == [
-        "vanilla", "wasi_e50", "wasi_e80", "wsi_e80", "asi", "lora"
-    ]  # fmt: skip
+        "vanilla",
+        "wasi_e50",
+        "wasi_e80",
+        "wsi_e80",
+        "asi",
+        "lora",
+    ]
     assert build_config(get_pipeline("wasi_vanilla").config, "smoke").settings == ["vanilla"]
     assert build_config(get_pipeline("wasi_lora").config, "smoke").method == "lora"
     with pytest.raises(ConfigError, match=r"headline_eps=0\.7"):
@@ -111,9 +124,23 @@ def test_settings_and_config_errors_name_the_key() -> None:
 
 
 def test_smoke_run_through_the_cli(cli, cli_env) -> None:
-    cli(["run", "wasi", "--preset", "smoke", "--no-progress",
-         "--set", "settings=[vanilla,wasi,asi]", "--set", "eps_list=[0.8]",
-         "--set", "pretrain.epochs=2", "--set", "finetune.epochs=1"])  # fmt: skip
+    cli(
+        [
+            "run",
+            "wasi",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            "settings=[vanilla,wasi,asi]",
+            "--set",
+            "eps_list=[0.8]",
+            "--set",
+            "pretrain.epochs=2",
+            "--set",
+            "finetune.epochs=1",
+        ]
+    )
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
     [summary] = [json.loads(p.read_text()) for p in runs.glob("wasi/*/summary.json")]
     assert summary["status"] == "completed"
