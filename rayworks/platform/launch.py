@@ -9,6 +9,7 @@ the pipeline's returned dict plus run metadata.
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -78,6 +79,26 @@ def remote_run(spec: PipelineSpec, cfg: PipelineConfig, ctx: RunContext) -> Any:
     return fn.options(**opts).remote(spec.name, cfg.model_dump(mode="json"), ctx)
 
 
+_ABLATION = re.compile(r"(?P<name>[A-Za-z0-9_-]+)\[(?P<label>[A-Za-z0-9_-]+)\]")
+
+
+def _ablation(
+    name: str, overrides: list[str] | tuple[str, ...]
+) -> tuple[PipelineSpec, tuple[str, ...]]:
+    """The spec of `name` and the overrides, with an ablation's own in front for NAME[LABEL]."""
+    match = _ABLATION.fullmatch(name)
+    if match is None:
+        return get_pipeline(name), tuple(overrides)
+    spec = get_pipeline(match["name"])
+    label = match["label"]
+    if label not in spec.ablations:
+        raise ConfigError(
+            f"pipeline {spec.name!r} has no ablation {label!r}; its ablations: "
+            f"{', '.join(spec.ablations) or '(none)'}."
+        )
+    return spec, (*spec.ablations[label], *overrides)
+
+
 def resolve(
     name: str,
     preset: str | None = None,
@@ -85,8 +106,12 @@ def resolve(
     overrides: list[str] | tuple[str, ...] = (),
     resume: str | Path | None = None,
 ) -> tuple[PipelineSpec, PipelineConfig, RunContext | None]:
-    """Validate the whole request; return the spec, config and (for resume) the context."""
-    spec = get_pipeline(name)
+    """Validate the whole request; return the spec, config and (for resume) the context.
+
+    `NAME[LABEL]` names pipeline NAME with its registered ablation LABEL, as `bench` does:
+    the ablation's overrides come first, the request's after them."""
+    spec, overrides = _ablation(name, overrides)
+    name = spec.name
     if resume is None:
         return spec, build_config(spec.config, preset, files, overrides), None
     ctx = RunContext.open(resume)
@@ -139,7 +164,7 @@ def run(
     connect(address)
     record = provenance.collect(address=address)
     if ctx is None:
-        ctx = RunContext.create(name, cfg, runs_dir, record=record)
+        ctx = RunContext.create(spec.name, cfg, runs_dir, record=record)
     else:
         ctx.write_config(cfg)  # overrides given with --resume persist
         provenance.write(ctx.run_dir, record)  # the earlier attempts' records move to `earlier`

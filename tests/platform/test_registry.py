@@ -63,3 +63,19 @@ def test_an_arm_naming_a_missing_field_or_a_bad_value_fails_at_registration() ->
         arm_config(WASIConfig, "bad", Arm("x", {"no_such_key": 1}))
     with pytest.raises(ValueError, match="do not validate"):
         arm_config(WASIConfig, "bad", Arm("x", {"settings": ["not_a_setting"]}))
+
+
+def test_run_name_with_an_ablation_label_applies_its_overrides_first() -> None:
+    from rayworks.core.errors import ConfigError
+    from rayworks.platform.launch import resolve
+
+    spec, cfg, _ = resolve("wasi[attn]", preset="smoke", overrides=["seed=4"])
+    assert spec.name == "wasi" and cfg.seed == 4
+    assert cfg.targets == ["fc1", "fc2", "q", "k", "v", "o"]  # the ablation's override
+    _, plain, _ = resolve("wasi", preset="smoke")
+    assert plain.targets != cfg.targets
+    # the request's own overrides come after the ablation's
+    _, mine, _ = resolve("wasi[attn]", preset="smoke", overrides=["targets=[fc1]"])
+    assert mine.targets == ["fc1"]
+    with pytest.raises(ConfigError, match="has no ablation 'nope'; its ablations: attn"):
+        resolve("wasi[nope]")
