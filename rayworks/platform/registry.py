@@ -57,11 +57,13 @@ class PipelineSpec:
 @dataclass(frozen=True)
 class Arm:
     """A baseline that runs the method's function with other config defaults: `defaults`
-    maps top-level config fields to their values in this arm; `description` is the one
-    line `rayworks list` shows."""
+    maps top-level config fields to their values in this arm; `presets` adds keys to the
+    method's presets of the same name (e.g. a smoke preset that skips the method-only
+    sweeps); `description` is the one line `rayworks list` shows."""
 
     description: str
     defaults: dict[str, Any]
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,9 @@ def arm_config(base: type[PipelineConfig], name: str, arm: Arm) -> type[Pipeline
         __module__=base.__module__,
         **fields,
     )
+    if unknown := sorted(set(arm.presets) - set(base.presets)):
+        raise ValueError(f"pipeline arm {name!r}: {base.__name__} has no preset {unknown[0]!r}")
+    cls.presets = {k: {**v, **arm.presets.get(k, {})} for k, v in base.presets.items()}
     try:
         cls.model_validate(arm.defaults)  # defaults are not validated unless given as input
     except ValidationError as exc:

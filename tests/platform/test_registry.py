@@ -79,3 +79,20 @@ def test_run_name_with_an_ablation_label_applies_its_overrides_first() -> None:
     assert mine.targets == ["fc1"]
     with pytest.raises(ConfigError, match="has no ablation 'nope'; its ablations: attn"):
         resolve("wasi[nope]")
+
+
+def test_an_arms_presets_extend_the_methods_presets_of_the_same_name() -> None:
+    from rayworks.core.config import build_config
+    from rayworks.pipelines.gdr.config import GDRConfig
+    from rayworks.platform.registry import Arm, arm_config
+
+    one = Arm("x", {"arm": "ipm", "compare": []}, {"smoke": {"dup_ks": []}})
+    arm = arm_config(GDRConfig, "one", one)
+    assert build_config(GDRConfig, "smoke").dup_ks != []  # the method's smoke keeps its sweep
+    cfg = build_config(arm, "smoke")
+    assert cfg.dup_ks == [] and cfg.arm == "ipm"
+    assert {k: v for k, v in arm.presets["smoke"].items() if k != "dup_ks"} == {
+        k: v for k, v in GDRConfig.presets["smoke"].items() if k != "dup_ks"
+    }
+    with pytest.raises(ValueError, match="has no preset 'tiny'"):
+        arm_config(GDRConfig, "bad", Arm("x", {}, {"tiny": {"dup_ks": []}}))

@@ -166,31 +166,3 @@ class GDRConfig(PipelineConfig):
         if any(p < 2 for p in self.interp_ps):
             raise ValueError(f"interp_ps={self.interp_ps} must all be >= 2")
         return self
-
-
-class _BaselineArm(GDRConfig):
-    presets = {
-        "smoke": {**GDRConfig.presets["smoke"], "dup_ks": [], "m_sweep": [], "interp_ps": []},
-    }
-    compare: list[Arm] = Field(default_factory=list, description="arms also run")
-    dup_ks: list[int] = Field(default_factory=list, description="duplication factors (skip)")
-    m_sweep: list[int] = Field(default_factory=list, description="group counts swept (skip)")
-    interp_ps: list[float] = Field(default_factory=list, description="interpolation p (skip)")
-
-
-class GDREuclidConfig(_BaselineArm):
-    """Baseline arm: the same trust region in the Euclidean geometry M = AᵀA."""
-
-    arm: Arm = Field("euclid", description="arm this run reports")
-
-
-class GDRIPMConfig(_BaselineArm):
-    """Baseline arm: log-barrier interior-point method on the epigraph (Newton steps)."""
-
-    arm: Arm = Field("ipm", description="arm this run reports")
-
-
-class GDRFirstOrderConfig(_BaselineArm):
-    """Baseline arm: subgradient and smoothed GD / heavy-ball / Nesterov, best reported."""
-
-    arm: Arm = Field("firstorder", description="arm this run reports")

@@ -31,15 +31,12 @@ from rayworks.pipelines.gdr.arms import (
 from rayworks.pipelines.gdr.baselines import cvxpy_optimum
 from rayworks.pipelines.gdr.config import (
     GDRConfig,
-    GDREuclidConfig,
-    GDRFirstOrderConfig,
-    GDRIPMConfig,
 )
 from rayworks.pipelines.gdr.problem import erm, worst_group_loss
 from rayworks.pipelines.gdr.report import pass_rule, sweep_summary, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 NUMBERS = (
     "iters_to_target",
@@ -137,11 +134,32 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     return summary
 
 
+# A baseline arm runs one instance: no method-only sweeps, no arms compared inside it.
+_ONE_INSTANCE = {"compare": [], "dup_ks": [], "m_sweep": [], "interp_ps": []}
+_SMOKE = {"smoke": {"dup_ks": [], "m_sweep": [], "interp_ps": []}}
+
+
 @pipeline(
     "gdr",
     config=GDRConfig,
     kind="task",
-    baseline=("gdr_euclid", "gdr_ipm", "gdr_firstorder"),
+    arms={
+        "gdr_euclid": Arm(
+            "Ball-oracle trust region in the Euclidean geometry M = AᵀA.",
+            {"arm": "euclid", **_ONE_INSTANCE},
+            _SMOKE,
+        ),
+        "gdr_ipm": Arm(
+            "Log-barrier interior-point method on the epigraph; iterations = Newton steps.",
+            {"arm": "ipm", **_ONE_INSTANCE},
+            _SMOKE,
+        ),
+        "gdr_firstorder": Arm(
+            "Subgradient and smoothed GD / heavy-ball / Nesterov (best tuned variant reported).",
+            {"arm": "firstorder", **_ONE_INSTANCE},
+            _SMOKE,
+        ),
+    },
     headline=("iters_to_1pct", "min"),
     ablations={
         "accel": ("oracle.accelerate=true", "compare=[]", "dup_ks=[]", "m_sweep=[]", "interp_ps=[]")
@@ -150,36 +168,4 @@ def run_gdr(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: GDRConfig, ctx: RunContext) -> dict[str, float]:
     """Ball-oracle trust region in the block-Lewis geometry vs baselines (GDR least squares)."""
-    return run_gdr(cfg, ctx)
-
-
-@pipeline(
-    "gdr_euclid",
-    config=GDREuclidConfig,
-    kind="task",
-    headline=("iters_to_1pct", "min"),
-    report=REPORT,
-)
-def run_euclid(cfg: GDREuclidConfig, ctx: RunContext) -> dict[str, float]:
-    """Ball-oracle trust region in the Euclidean geometry M = AᵀA."""
-    return run_gdr(cfg, ctx)
-
-
-@pipeline(
-    "gdr_ipm", config=GDRIPMConfig, kind="task", headline=("iters_to_1pct", "min"), report=REPORT
-)
-def run_ipm(cfg: GDRIPMConfig, ctx: RunContext) -> dict[str, float]:
-    """Log-barrier interior-point method on the epigraph; iterations = Newton steps."""
-    return run_gdr(cfg, ctx)
-
-
-@pipeline(
-    "gdr_firstorder",
-    config=GDRFirstOrderConfig,
-    kind="task",
-    headline=("iters_to_1pct", "min"),
-    report=REPORT,
-)
-def run_firstorder(cfg: GDRFirstOrderConfig, ctx: RunContext) -> dict[str, float]:
-    """Subgradient and smoothed GD / heavy-ball / Nesterov (best tuned variant reported)."""
     return run_gdr(cfg, ctx)

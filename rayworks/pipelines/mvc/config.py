@@ -205,12 +205,3 @@ class MVCConfig(PipelineConfig):
         if self.scaling is not None and any(t < 2 for t in self.scaling.lengths):
             raise ValueError(f"scaling.lengths={self.scaling.lengths} must all be >= 2")
         return self
-
-
-class MVCAttnConfig(MVCConfig):
-    """Baseline (a): Transformer text encoder + BiLSTM duration / prosody predictors."""
-
-    presets = {"smoke": {**MVCConfig.presets["smoke"], "scaling": None}}
-    arm: Arm = Field("attn", description="arm this run reports")
-    compare: list[Arm] = Field(default_factory=list, description="arms also trained here")
-    scaling: ScalingConfig | None = Field(None, description="scaling benchmark (method run only)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rayworks.pipelines.mvc.config import MVCAttnConfig, MVCConfig
+from rayworks.pipelines.mvc.config import MVCConfig
 from rayworks.pipelines.mvc.corpus import find_espeak, read_corpus
 from rayworks.pipelines.mvc.evaluate import reference_metrics
 from rayworks.pipelines.mvc.report import QUALITY, pass_rule, slopes, write_plots, write_table
@@ -27,7 +27,7 @@ from rayworks.pipelines.mvc.stacks import CausalTextEncoder
 from rayworks.pipelines.mvc.train import arm_piece
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import pipeline
+from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("mcd_dtw", "log_f0_rmse", "log_dur_mae", "per", "pass_rule")
 SCALED = ("attn", "mvc", "mvc_causal")
@@ -146,7 +146,13 @@ def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
     "mvc",
     config=MVCConfig,
     kind="task",
-    baseline="mvc_attn",
+    arms={
+        "mvc_attn": Arm(
+            "StyleTTS2-like stack: Transformer text encoder + BiLSTM duration / prosody predictors.",
+            {"arm": "attn", "compare": [], "scaling": None},
+            {"smoke": {"scaling": None}},
+        )
+    },
     headline=("mcd", "min"),
     ablations={
         "nogate": ("stack.fusion=concat", "compare=[]", "scaling=null"),
@@ -156,10 +162,4 @@ def run_mvc(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
 )
 def run(cfg: MVCConfig, ctx: RunContext) -> dict[str, float]:
     """MVC: gated Bi-Mamba + temporal Bi-Mamba + expressive Mamba with AdaLN (espeak-ng TTS)."""
-    return run_mvc(cfg, ctx)
-
-
-@pipeline("mvc_attn", config=MVCAttnConfig, kind="task", headline=("mcd", "min"), report=REPORT)
-def run_attn(cfg: MVCAttnConfig, ctx: RunContext) -> dict[str, float]:
-    """StyleTTS2-like stack: Transformer text encoder + BiLSTM duration / prosody predictors."""
     return run_mvc(cfg, ctx)

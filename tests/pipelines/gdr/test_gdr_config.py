@@ -9,21 +9,20 @@ import pytest
 
 from rayworks.core.config import build_config
 from rayworks.core.errors import ConfigError
-from rayworks.pipelines.gdr.config import (
-    GDRConfig,
-    GDREuclidConfig,
-    GDRFirstOrderConfig,
-    GDRIPMConfig,
-)
+from rayworks.pipelines.gdr.config import GDRConfig
 from rayworks.pipelines.gdr.report import pass_rule
+from rayworks.platform.registry import get_pipeline
 
 
-@pytest.mark.parametrize("cls", [GDRConfig, GDREuclidConfig, GDRIPMConfig, GDRFirstOrderConfig])
-def test_presets_load(cls: type[GDRConfig]) -> None:
+@pytest.mark.parametrize("name", ["gdr", "gdr_euclid", "gdr_ipm", "gdr_firstorder"])
+def test_presets_load(name: str) -> None:
+    cls = get_pipeline(name).config
     for preset in (None, *cls.presets):
         cfg = build_config(cls, preset, (), [])
         assert cfg.arm not in cfg.compare
-    assert build_config(GDRIPMConfig, "smoke", (), []).dup_ks == []
+    # a baseline arm runs one instance: no sweeps, in the smoke preset too
+    ipm = build_config(get_pipeline("gdr_ipm").config, "smoke", (), [])
+    assert (ipm.arm, ipm.dup_ks, ipm.m_sweep, ipm.interp_ps) == ("ipm", [], [], [])
     assert build_config(GDRConfig, None, (), []).dup_ks == [1, 4, 16]
 
 

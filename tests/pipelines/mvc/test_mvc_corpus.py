@@ -10,8 +10,9 @@ import pytest
 
 from rayworks.core.config import build_config
 from rayworks.core.errors import ConfigError
-from rayworks.pipelines.mvc.config import MVCAttnConfig, MVCConfig
+from rayworks.pipelines.mvc.config import MVCConfig
 from rayworks.pipelines.mvc.corpus import SIL, WORD, build_corpus, find_espeak, sentences
+from rayworks.platform.registry import get_pipeline
 
 ESPEAK = shutil.which("espeak-ng")
 CORPUS = {
@@ -59,7 +60,7 @@ def test_sentences_respect_word_bounds() -> None:
 
 
 def test_presets_load_and_bad_values_name_the_key() -> None:
-    for cls in (MVCConfig, MVCAttnConfig):
+    for cls in (MVCConfig, get_pipeline("mvc_attn").config):
         for preset in (None, "smoke"):
             cfg = build_config(cls, preset, (), [])
             assert cfg.arm not in cfg.compare
