@@ -64,8 +64,7 @@ def head_factors(model: ViT, layer: int) -> dict[str, torch.Tensor]:
         return w.reshape(h, width, -1)
 
     o = attn.o.weight.reshape(attn.o.out_features, h, attn.vo).permute(1, 0, 2)
-    return {"q": hat(attn.q, attn.qk), "k": hat(attn.k, attn.qk), "v": hat(attn.v, attn.vo),
-            "o": o}  # fmt: skip
+    return {"q": hat(attn.q, attn.qk), "k": hat(attn.k, attn.qk), "v": hat(attn.v, attn.vo), "o": o}
 
 
 @torch.no_grad()
@@ -107,9 +106,13 @@ def plan_budget(
 
 
 def pruned_spec(spec: ViTSpec, budget: Budget) -> ViTSpec:
-    return spec.model_copy(update={"ffn_dims": list(budget.ffn_dims),
-                                   "qk_dims": list(budget.qk_dims),
-                                   "vo_dims": list(budget.vo_dims)})  # fmt: skip
+    return spec.model_copy(
+        update={
+            "ffn_dims": list(budget.ffn_dims),
+            "qk_dims": list(budget.qk_dims),
+            "vo_dims": list(budget.vo_dims),
+        }
+    )
 
 
 def block_params(spec: ViTSpec, layer: int) -> int:

@@ -40,8 +40,10 @@ def _order_by_anchor(labels: np.ndarray, anchors: list[int]) -> Clusters:
     order = np.argsort(anchors)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return Clusters(torch.as_tensor(rank[labels], dtype=torch.long),
-                    torch.as_tensor(np.asarray(anchors)[order], dtype=torch.long))  # fmt: skip
+    return Clusters(
+        torch.as_tensor(rank[labels], dtype=torch.long),
+        torch.as_tensor(np.asarray(anchors)[order], dtype=torch.long),
+    )
 
 
 def cluster_neurons(

@@ -3,12 +3,15 @@
     rayworks run vulcan --preset smoke
     rayworks bench vulcan --preset default --seeds 3 --no-ablations
 
-Defaults follow the CPU reproduction recipe of the method card (reconstructed): a ViT with
+Defaults follow our CPU reproduction recipe (reconstructed; `docs/vulcan.md`): a ViT with
 16 patches + CLS, d = 64, depth 4, 4 heads (d_h = 16), FFN 256, pre-LN, GELU, trained on
-all ten noisy digits; subtask T2 = {3, 5, 8}; pruning rate r = 0.8; post-training for
-(6250 r² + 1250 r) / 10 steps at batch 64, lr 3e-3 (recipe 3e-4: too small to close
-the prune gap in 500 steps, see docs/vulcan.md); λ ascent lr 0.05; widths rounded to a
-multiple of 2 (minimum 2).
+all ten noisy digits; pruning rate r = 0.8; post-training for (6250 r² + 1250 r) / 10
+steps at batch 64; λ ascent lr 0.05; widths rounded to a multiple of 2 (minimum 2).
+Two deliberate departures from that recipe: the task is harder (S = {1, 2, 3, 5, 8, 9},
+35% of the images held out for test and 20% for val, pixel noise 5 of 16), because on the
+recipe's T2 with 108 test images every fine-tuned arm sat at 94-95%, within one image of
+each other; and every trained arm picks its own peak lr from `post.lrs` on S-val
+(the recipe fixes one lr, 3e-4, too small to close the prune gap in 500 steps).
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rayworks.core.config import Config, PipelineConfig
 from rayworks.data.digits import DigitsConfig
 from rayworks.models.vit import ViTSpec
 from rayworks.models.vit_train import ClassifierTrainConfig
-from rayworks.platform.config import Config, PipelineConfig
 
 Method = Literal["vulcan", "prune_ft", "direct"]
 WidthRule = Literal["adaptive", "uniform"]
@@ -36,6 +39,12 @@ def _recipe_pretrain() -> ClassifierTrainConfig:
     return ClassifierTrainConfig(epochs=60, batch_size=64, lr=1e-3, weight_decay=0.05, threads=1)
 
 
+def _hard_digits() -> DigitsConfig:
+    """35% test / 20% val (S-test 378 images, 0.26 points each) and pixel noise 5 of 16 in
+    training and evaluation: base + fine-tuning on S reaches about 85%, not the ceiling."""
+    return DigitsConfig(test_fraction=0.35, val_fraction=0.2, noise_std=5.0, eval_noise_std=5.0)
+
+
 class PostTrainConfig(Config):
     """Post-training on S: Vulcan's CE + collapse + TNNR, and every fine-tuning baseline."""
 
@@ -46,11 +55,11 @@ class PostTrainConfig(Config):
         "scaled by 1/10); rounded up to whole epochs of S-train, identical for every arm",
     )
     batch_size: int = Field(64, ge=1, description="images per step (recipe: 64; paper: 256)")
-    lr: float = Field(
-        3e-3,
-        gt=0,
-        description="peak AdamW lr, cosine to 0, shared by every arm (recipe: 3e-4, which left a "
-        "25-point S-val prune gap after 500 steps; 3e-3 chosen on the S-val gap: reconstructed)",
+    lrs: list[float] = Field(
+        default_factory=lambda: [1e-3, 3e-3, 1e-2],
+        min_length=1,
+        description="peak AdamW lrs (cosine to 0) tried by every trained arm; each arm keeps "
+        "the one whose deployed model is best on S-val (recipe: one lr, 3e-4)",
     )
     weight_decay: float = Field(0.05, ge=0, description="AdamW weight decay (paper: 0.05)")
     lambda_lr: float = Field(
@@ -69,6 +78,12 @@ class PostTrainConfig(Config):
         "below this many points (paper: 1)",
     )
 
+    @model_validator(mode="after")
+    def _check_lrs(self) -> PostTrainConfig:
+        if len(set(self.lrs)) != len(self.lrs) or min(self.lrs) <= 0:
+            raise ValueError(f"post.lrs={self.lrs} must be distinct positive learning rates")
+        return self
+
 
 class LatencyConfig(Config):
     """CPU latency of base vs pruned model, measured interleaved in the same process."""
@@ -86,10 +101,10 @@ class VulcanConfig(PipelineConfig):
         "smoke": {
             "model": {"d_model": 32, "n_layer": 2, "n_head": 2, "ffn_dim": 64},
             "pretrain": {"epochs": 4},
-            "post": {"steps": 24, "eval_every": 8},
+            "post": {"steps": 24, "eval_every": 8, "lrs": [3e-3, 1e-2]},
             "latency": {"images": 200, "batch_size": 100, "reps": 1},
         },
-    }  # fmt: skip
+    }
 
     method: Method = Field("vulcan", description="what this run derives: vulcan or a baseline")
     model: ViTSpec = Field(
@@ -99,10 +114,14 @@ class VulcanConfig(PipelineConfig):
         default_factory=_recipe_pretrain,
         description="base training on all ten classes (recipe: AdamW 1e-3, 60 epochs); cached",
     )
-    data: DigitsConfig = Field(default_factory=DigitsConfig, description="digits splits/noise")
+    data: DigitsConfig = Field(
+        default_factory=_hard_digits,
+        description="digits splits/noise (harder than the recipe: 35% test, 20% val, noise 5)",
+    )
     classes: list[int] = Field(
-        default_factory=lambda: [3, 5, 8],
-        description="target subset S (recipe tasks: T1 [0,1,2], T2 [3,5,8], T3 [0..4])",
+        default_factory=lambda: [1, 2, 3, 5, 8, 9],
+        description="target subset S (recipe tasks: T1 [0,1,2], T2 [3,5,8], T3 [0..4]; default: "
+        "the six most confusable digits, so S-test has 378 images and no arm sits at 100%)",
     )
     rate: float = Field(0.8, gt=0, lt=1, description="pruning rate r (recipe: 0.6 or 0.8)")
     width_rule: WidthRule = Field(
@@ -150,17 +169,3 @@ class VulcanConfig(PipelineConfig):
         """Target post-training steps: `post.steps` or the paper's formula / 10."""
         r = self.rate
         return self.post.steps or max(1, math.ceil((6250 * r * r + 1250 * r) / 10))
-
-
-class VulcanPruneFTConfig(VulcanConfig):
-    """Prune directly to Vulcan's architecture, then fine-tune on S for as many steps."""
-
-    method: Method = Field("prune_ft", description="what this run derives")
-    reference_ft: bool = Field(False, description="also fine-tune the unpruned base on S")
-
-
-class VulcanDirectConfig(VulcanConfig):
-    """Prune directly (top-activation neurons + SVD truncation), no retraining."""
-
-    method: Method = Field("direct", description="what this run derives")
-    reference_ft: bool = Field(False, description="also fine-tune the unpruned base on S")

@@ -1,9 +1,12 @@
 """Step 5: Vulcan's post-training objective L = CE + L_collapse + L_rank (checked).
 
-L_collapse = Σ_l (1/K_l) Σ_c Σ_{i∈c, i≠a_c} [λ1 (‖W1[i] - W1[a_c]‖₁ + |b1[i] - b1[a_c]|)
+L_collapse = Σ_l (1/N_l) Σ_c Σ_{i∈c, i≠a_c} [λ1 (‖W1[i] - W1[a_c]‖₁ + |b1[i] - b1[a_c]|)
                                           + λ2 (‖W1[i] - W1[a_c]‖₂² + (b1[i] - b1[a_c])²)]
 pulls every FFN neuron onto its cluster's anchor (the anchor's own term is 0; gradients
-reach both ends of each difference, as the formula reads).
+reach both ends of each difference, as the formula reads). N_l is the number of
+non-singleton clusters of layer l (at least 1), as the official code normalises: a
+singleton cluster contributes no term, so dividing by all K_l clusters (the paper's
+formula read literally) would shrink the penalty of layers with many singletons.
 
 L_rank = (1/(H L)) Σ_{l,h} [λ1 Σ_{i>rho_qk} sigma_i(Ŵ_Q) + λ2 Σ_{i>rho_qk} sigma_i²(Ŵ_Q)
                           + λ1 Σ_{i>rho_vo} sigma_i(Ŵ_V) + λ2 Σ_{i>rho_vo} sigma_i²(Ŵ_V)]
@@ -28,14 +31,21 @@ from rayworks.pipelines.vulcan.budget import Budget, head_factors
 from rayworks.pipelines.vulcan.clustering import Clusters
 
 
+def non_singleton_clusters(c: Clusters) -> int:
+    """N_l: clusters with at least two members (at least 1, so an all-singleton layer is 0/1)."""
+    members = torch.bincount(c.labels[c.labels >= 0], minlength=c.size)
+    return max(1, int((members > 1).sum()))
+
+
 def collapse_terms(model: ViT, clusters: list[Clusters]) -> tuple[torch.Tensor, torch.Tensor]:
     """(L1 part, squared-L2 part) of L_collapse before the multipliers."""
     l1 = l2 = torch.zeros(())
     for block, c in zip(model.blocks, clusters, strict=True):
         w = torch.cat([block.fc1.weight, block.fc1.bias[:, None]], 1)  # [e, d+1]
         diff = w - w[c.anchor_of()]
-        l1 = l1 + diff.abs().sum() / c.size
-        l2 = l2 + diff.square().sum() / c.size
+        n = non_singleton_clusters(c)
+        l1 = l1 + diff.abs().sum() / n
+        l2 = l2 + diff.square().sum() / n
     return l1, l2
 
 

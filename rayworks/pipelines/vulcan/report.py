@@ -32,10 +32,13 @@ def claim_checks(summary: dict[str, float], gap_tolerance: float) -> dict[str, f
 
 def write_table(ctx: RunContext, rows: list[dict[str, Any]], header: str) -> Path:
     ctx.write_jsonl("table.jsonl", rows)
-    lines = [header, "",
-             "| model | S-test acc (%) | params | params vs base | MACs | MACs vs base "
-             "| ms / 1000 img | speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        header,
+        "",
+        "| model | S-test acc (%) | params | params vs base | MACs | MACs vs base "
+        "| ms / 1000 img | speedup |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     base = rows[0]
     for r in rows:
         lat = f"{r['latency_ms']:.1f}" if "latency_ms" in r else "-"
@@ -52,30 +55,41 @@ def write_table(ctx: RunContext, rows: list[dict[str, Any]], header: str) -> Pat
 
 def write_plot(path: Path, rows: list[dict[str, Any]], history: list[dict[str, Any]]) -> Path:
     """S-test accuracy per model; for Vulcan also S-val accuracy before/after pruning."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rayworks.platform.figures import subplots
 
-    fig, axes = plt.subplots(1, 2 if history else 1, figsize=(11 if history else 6, 4))
+    fig, axes = subplots(1, 2 if history else 1, figsize=(11 if history else 6, 4))
     ax = axes[0] if history else axes
     names = [r["model"] for r in rows]
     ax.bar(names, [100 * r["test_accuracy"] for r in rows], color="tab:blue")
     for i, r in enumerate(rows):
-        ax.text(i, 100 * r["test_accuracy"], f"{r['params'] / rows[0]['params']:.0%}",
-                ha="center", va="bottom", fontsize=8)  # fmt: skip
+        ax.text(
+            i,
+            100 * r["test_accuracy"],
+            f"{r['params'] / rows[0]['params']:.0%}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("S-test accuracy (%) (label: params vs base)")
     ax.tick_params(axis="x", rotation=20)
     if history:
         steps = [h["step"] for h in history]
-        axes[1].plot(steps, [100 * h["val_accuracy"] for h in history], marker="o",
-                     label="post-trained (unpruned)")  # fmt: skip
-        axes[1].plot(steps, [100 * h["pruned_val_accuracy"] for h in history], marker="s",
-                     label="pruned copy")  # fmt: skip
+        axes[1].plot(
+            steps,
+            [100 * h["val_accuracy"] for h in history],
+            marker="o",
+            label="post-trained (unpruned)",
+        )
+        axes[1].plot(
+            steps,
+            [100 * h["pruned_val_accuracy"] for h in history],
+            marker="s",
+            label="pruned copy",
+        )
         axes[1].set_xlabel("post-training step")
         axes[1].set_ylabel("S-val accuracy (%)")
         axes[1].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path

@@ -24,8 +24,9 @@ def keep_classes(split: DigitSplit, classes: Sequence[int]) -> DigitSplit:
 
 def subtask(digits: Digits, classes: Sequence[int]) -> Digits:
     """Train, val and test restricted to `classes` with digit labels."""
-    return Digits(*(keep_classes(s, classes) for s in (digits.train, digits.val, digits.test)),
-                  digits.cfg)  # fmt: skip
+    return Digits(
+        *(keep_classes(s, classes) for s in (digits.train, digits.val, digits.test)), digits.cfg
+    )
 
 
 @torch.no_grad()

@@ -47,8 +47,9 @@ def test_adaptive_ffn_widths_follow_the_global_quantile() -> None:
 
 
 def test_mha_ranks_prune_low_erank_layers_more() -> None:
-    qk, vo = mha_ranks([(4.0, 4.0), (12.0, 12.0)], head_dim=16, rate=0.5, multiple=2,
-                       rule="adaptive")  # fmt: skip
+    qk, vo = mha_ranks(
+        [(4.0, 4.0), (12.0, 12.0)], head_dim=16, rate=0.5, multiple=2, rule="adaptive"
+    )
     assert qk[0] < qk[1] and vo[0] < vo[1]
     # rate_l = r L / (e_l Σ 1/e): layer 0 -> 0.75, layer 1 -> 0.25
     assert (qk, vo) == ([4, 12], [4, 12])
