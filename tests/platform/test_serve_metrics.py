@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from rayworks.models.generate import KVDecoder
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.openai_api import build_app
 from rayworks.platform.openai_schema import APIError, CompletionRequest
@@ -99,7 +100,7 @@ def test_closing_a_stream_closes_its_generation(engine: CompletionEngine) -> Non
 def test_error_mid_stream_is_an_error_event_then_done(engine: CompletionEngine, monkeypatch):
     """The third forward pass raises: the text already sent stands, then one OpenAI error
     event, then [DONE], and the sampling loop is over."""
-    forward, calls = CompletionEngine._forward, []
+    forward, calls = KVDecoder._forward, []
 
     def failing(self, *args):
         calls.append(1)
@@ -107,7 +108,7 @@ def test_error_mid_stream_is_an_error_event_then_done(engine: CompletionEngine, 
             raise RuntimeError("device lost")
         return forward(self, *args)
 
-    monkeypatch.setattr(CompletionEngine, "_forward", failing)
+    monkeypatch.setattr(KVDecoder, "_forward", failing)
     c = TestClient(build_app(engine, api_key="k"), raise_server_exceptions=False)
     body = {"prompt": PROMPT, "max_tokens": 50, "temperature": 0, "stream": True}
     with c.stream("POST", "/v1/completions", json=body, headers=AUTH) as resp:
