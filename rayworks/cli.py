@@ -177,8 +177,14 @@ def build_parser(serve_target: str | None = None) -> argparse.ArgumentParser:
             metavar="N" if field.annotation is int else "SECONDS",
             help=f"{field.description} (default {field.default})",
         )
-    p.add_argument("--max-ongoing-requests", type=int, help="per replica of the ingress (model 4)")
-    p.add_argument("--max-queued-requests", type=int, help="then HTTP 503 (model 8)")
+    p.add_argument(
+        "--max-ongoing-requests",
+        type=int,
+        help="per replica of the ingress (model 4; a target sets its own)",
+    )
+    p.add_argument(
+        "--max-queued-requests", type=int, help="then HTTP 503 (model 8; a target sets its own)"
+    )
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--name", help="model id shown by /v1/models")
     g = p.add_argument_group("KV-cache policy (target model; requests may override)")

@@ -114,9 +114,9 @@ def _check_ablations(
 
 
 def arm_config(base: type[PipelineConfig], name: str, arm: Arm) -> type[PipelineConfig]:
-    """`base` with the defaults of `arm` (a subclass named after the arm, same presets);
-    a default that is not a field of `base` or does not validate is an error here, at
-    registration."""
+    """`base` with the defaults of `arm`: a subclass named after the arm whose presets are
+    the method's, each extended by the arm's keys for it. A default that is not a field of
+    `base` or does not validate, or a preset the method lacks, is an error at registration."""
     fields: dict[str, Any] = {}
     for key, value in arm.defaults.items():
         if key not in base.model_fields:
@@ -244,7 +244,8 @@ def _extension_index() -> dict[str, dict[str, str]]:
         pkg = importlib.import_module(root)
         for folder in map(Path, pkg.__path__):
             for path in sorted(folder.rglob("*.py")):
-                module = ".".join((root, *path.relative_to(folder).with_suffix("").parts))
+                parts = path.relative_to(folder).with_suffix("").parts
+                module = ".".join((root, *parts[: -1 if parts[-1] == "__init__" else None]))
                 for point, name in _EXTENSION.findall(path.read_text(encoding="utf-8")):
                     index.setdefault(point, {}).setdefault(name, module)
     return index
