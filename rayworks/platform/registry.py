@@ -24,7 +24,7 @@ import functools
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -235,19 +235,26 @@ _EXTENSION = re.compile(
 )
 
 
-@functools.cache
-def _extension_index() -> dict[str, dict[str, str]]:
-    """point -> {name: the module whose source registers it}, read as text (no imports)
-    once per process: a server asks on every request."""
-    index: dict[str, dict[str, str]] = {}
+def _source_files() -> Iterator[tuple[str, tuple[str, ...], str]]:
+    """(root package, path parts below it without ".py", text) of every source file of
+    the pipelines and evals packages: what the text scans below read instead of importing."""
     for root in ("rayworks.pipelines", "rayworks.evals"):
         pkg = importlib.import_module(root)
         for folder in map(Path, pkg.__path__):
             for path in sorted(folder.rglob("*.py")):
                 parts = path.relative_to(folder).with_suffix("").parts
-                module = ".".join((root, *parts[: -1 if parts[-1] == "__init__" else None]))
-                for point, name in _EXTENSION.findall(path.read_text(encoding="utf-8")):
-                    index.setdefault(point, {}).setdefault(name, module)
+                yield root, parts, path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _extension_index() -> dict[str, dict[str, str]]:
+    """point -> {name: the module whose source registers it}, read as text (no imports)
+    once per process: a server asks on every request."""
+    index: dict[str, dict[str, str]] = {}
+    for root, parts, text in _source_files():
+        module = ".".join((root, *parts[: -1 if parts[-1] == "__init__" else None]))
+        for point, name in _EXTENSION.findall(text):
+            index.setdefault(point, {}).setdefault(name, module)
     return index
 
 
@@ -283,17 +290,12 @@ _ARM = re.compile(r"""["']([A-Za-z0-9_-]+)["']\s*:\s*Arm\(""")
 def _source_index() -> dict[tuple[str, str], str]:
     """(kind, name) -> the package whose source registers it, read as text (no imports)."""
     index: dict[tuple[str, str], str] = {}
-    for root in ("rayworks.pipelines", "rayworks.evals"):
-        pkg = importlib.import_module(root)
-        for folder in map(Path, pkg.__path__):
-            for path in sorted(folder.rglob("*.py")):
-                parts = path.relative_to(folder).with_suffix("").parts
-                owner = f"{root}.{parts[0]}"
-                text = path.read_text(encoding="utf-8")
-                for kind, name in _REGISTERED.findall(text):
-                    index.setdefault((kind, name), owner)
-                for name in _ARM.findall(text):
-                    index.setdefault(("pipeline", name), owner)
+    for root, parts, text in _source_files():
+        owner = f"{root}.{parts[0]}"
+        for kind, name in _REGISTERED.findall(text):
+            index.setdefault((kind, name), owner)
+        for name in _ARM.findall(text):
+            index.setdefault(("pipeline", name), owner)
     return index
 
 
