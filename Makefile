@@ -32,13 +32,13 @@ demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/rayworks demo
 
 lint: setup
-	$(BIN)/ruff check rayworks tests benchmarks
-	$(BIN)/ruff format --check rayworks tests benchmarks
+	$(BIN)/ruff check rayworks tests benchmarks scripts
+	$(BIN)/ruff format --check rayworks tests benchmarks scripts
 	$(BIN)/lint-imports --no-cache
 
 format: setup
-	$(BIN)/ruff check --fix rayworks tests benchmarks
-	$(BIN)/ruff format rayworks tests benchmarks
+	$(BIN)/ruff check --fix rayworks tests benchmarks scripts
+	$(BIN)/ruff format rayworks tests benchmarks scripts
 
 test: setup lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=15

@@ -7,9 +7,17 @@ verifier as the only reward, with the same group size G, prompts per step, gener
 prompts x G completions per RL step (our loss.ppo_epochs=1 loss.minibatches=1; TRL
 num_iterations=1, steps_per_generation=1), measured in one script run on this CPU.
 
-  ours  the `grpo` pipeline on embedded local Ray: one hf engine actor and one Ray Train
-        learner worker, 1 torch thread each (separate processes; they take turns).
-        step_s / gen_s / sync_s and tokens come from the run's metrics.jsonl.
+  ours  the `grpo` pipeline on embedded local Ray, one Ray Train learner worker, in four
+        arms (`ARMS`; platform/rollout_group.py):
+          colocated sync   the engine generates from the learner's own module in the
+                           learner's process (2 torch threads, OMP passive): no weight copy;
+          colocated async  step t+1 is generated on a background thread from a copy of
+                           version t while step t trains (1 torch thread each);
+          separate sync    one hf engine actor and the learner, 1 thread each: they take
+                           turns (what this script measured before the colocated engine);
+          separate async   the same actors, generation of step t+1 overlapping step t.
+        step_s / gen_s / update_s / sync_s and tokens come from the run's metrics.jsonl
+        (async: gen_s is the wait for rollouts that training did not hide).
   TRL   GRPOTrainer in one process (a subprocess of this script), with all cores' torch
         threads (and, unless --trl-threads says otherwise, again with 1 thread). A step
         (on_step_begin -> on_step_end) is generation + rewards + loss + optimizer step;
@@ -31,6 +39,7 @@ overhead; `large` (d_model 256, 4 layers; 8 x 8 rollouts of 64 tokens, briefly S
 does not matter for timing) is where compute weighs more.
 
     python benchmarks/rl_step.py [--size small|large|both] [--steps 20] [--warmup 3] [--quick]
+                                 [--arms "colocated sync,separate async"]
 """
 
 from __future__ import annotations
@@ -73,6 +82,18 @@ MATCHED = [
 ]
 
 
+# Our arms: overrides and environment (OMP_WAIT_POLICY for a 2-thread learner, as TRL's).
+ARMS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "colocated sync": (
+        ["rollout.placement=colocated", "rollout.mode=sync", "learner.threads_per_worker=2"],
+        {"OMP_WAIT_POLICY": "PASSIVE"},
+    ),
+    "colocated async": (["rollout.placement=colocated", "rollout.mode=async"], {}),
+    "separate sync": (["rollout.placement=separate", "rollout.mode=sync"], {}),
+    "separate async": (["rollout.placement=separate", "rollout.mode=async"], {}),
+}
+
+
 def rl_config(size: str, extra: list[str]) -> Any:
     from rayworks.core.config import build_config
     from rayworks.pipelines.rl.config import RLConfig
@@ -90,7 +111,7 @@ def build_policy(size: str, runs_dir: Path) -> tuple[Path, float]:
 
 
 def summarize(rows: list[dict[str, float]], n_rollouts: int) -> dict[str, float]:
-    """Means over the measured steps: step_s, gen_s, sync_s, tokens and the derived rates."""
+    """Means over the measured steps: step_s, gen_s, update_s, sync_s, tokens and rates."""
     mean = lambda key: statistics.fmean(r[key] for r in rows)  # noqa: E731
     step_s, gen_s, tokens = mean("step_s"), mean("gen_s"), mean("tokens")
     out = {
@@ -104,25 +125,29 @@ def summarize(rows: list[dict[str, float]], n_rollouts: int) -> dict[str, float]
         "tokens_per_step_s": tokens / step_s,
         "tokens_per_gen_s": tokens / gen_s,
     }
-    if all("sync_s" in r for r in rows):
-        out["sync_s"] = mean("sync_s")
-        out["rest_s"] = step_s - gen_s - out["sync_s"]
-    else:
-        out["rest_s"] = step_s - gen_s
+    out["rest_s"] = step_s - gen_s
+    for key in ("update_s", "sync_s"):
+        if all(key in r for r in rows):
+            out[key] = mean(key)
+            out["rest_s"] -= out[key]
     return out
 
 
 # --- ours ---------------------------------------------------------------------------------
 
 
-def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: int) -> dict:
+def run_ours(
+    size: str, arm: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: int
+) -> dict:
     import ray
 
     from rayworks.platform import launch
 
+    arm_overrides, env = ARMS[arm]
     overrides = [
         *SIZES[size],
         *MATCHED,
+        *arm_overrides,
         f"policy.init_from={policy_dir}",
         f"learner.max_steps={steps}",
         f"learner.eval_every={steps}",  # evaluations only at step 0 and after the last step
@@ -132,12 +157,19 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
     ]
     cfg = rl_config(size, overrides[len(SIZES[size]) :])  # the same config launch builds
     load = os.getloadavg()[0]
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # inherited by the Ray this run starts, and so by its workers
     started = time.perf_counter()
     try:
         result = launch.run("grpo", overrides=overrides, runs_dir=runs_dir, progress=False)
         wall = time.perf_counter() - started
     finally:
-        ray.shutdown()  # the Ray this script started; TRL gets the cores next
+        ray.shutdown()  # the Ray this script started; the next arm gets the cores
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         time.sleep(3)  # let its worker processes exit
     records = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     every = cfg.learner.eval_every
@@ -149,6 +181,7 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
             "step_s": r["step_s"],
             "gen_s": r["gen_s"],
             "sync_s": r["sync_s"],
+            "update_s": r["update_s"],
             "tokens": r["response_len"] * n,
         }
         for r in train
@@ -159,7 +192,8 @@ def run_ours(size: str, policy_dir: Path, runs_dir: Path, steps: int, warmup: in
         wall_s=wall,
         steps=steps,
         load_avg_1m_before=load,
-        threads="engine 1 + learner 1 (separate processes)",
+        arm=arm,
+        overrides=arm_overrides,
         run_dir=str(result.run_dir),
         accuracy=statistics.fmean(r["accuracy"] for r in train),
     )
@@ -255,30 +289,29 @@ def trl_worker(spec: dict[str, Any]) -> None:
 # --- report -------------------------------------------------------------------------------
 
 
-def table(size: str, shape: str, ours: dict, trls: dict[str, dict]) -> str:
+def table(size: str, shape: str, ours: dict[str, dict], trls: dict[str, dict]) -> str:
+    """One row per side; every arm of ours gets its speed against every TRL run."""
     lines = [f"== {size}: {shape}"]
     head = f"{'':<18}{'s/step':>8}{'median':>8}{'tok/s step':>12}{'tok/s gen':>11}{'resp len':>10}"
-    lines.append(head + f"{'ours/TRL speed: step, tok/s, median step':>43}")
-    lines.append(
-        f"{'ours':<18}{ours['step_s']:>8.3f}{ours['step_s_median']:>8.3f}"
-        f"{ours['tokens_per_step_s']:>12.0f}{ours['tokens_per_gen_s']:>11.0f}"
-        f"{ours['response_len']:>10.1f}"
-    )
-    for name, trl in trls.items():
-        ratio = f"{trl['step_s'] / ours['step_s']:.2f}x, "
-        ratio += f"{ours['tokens_per_step_s'] / trl['tokens_per_step_s']:.2f}x, "
-        ratio += f"{trl['step_s_median'] / ours['step_s_median']:.2f}x"
-        lines.append(
-            f"{name:<18}{trl['step_s']:>8.3f}{trl['step_s_median']:>8.3f}"
-            f"{trl['tokens_per_step_s']:>12.0f}{trl['tokens_per_gen_s']:>11.0f}"
-            f"{trl['response_len']:>10.1f}{ratio:>43}"
+    lines.append(head + "  speed vs " + ", ".join(trls) + " (mean step; median step)")
+    for name, side in {**ours, **trls}.items():
+        line = (
+            f"{name:<18}{side['step_s']:>8.3f}{side['step_s_median']:>8.3f}"
+            f"{side['tokens_per_step_s']:>12.0f}{side['tokens_per_gen_s']:>11.0f}"
+            f"{side['response_len']:>10.1f}"
         )
-    lines.append(
-        f"ours per step: gen {ours['gen_s']:.3f} s ({ours['gen_s'] / ours['step_s']:.0%}), "
-        f"sync {ours['sync_s']:.3f} s ({ours['sync_s'] / ours['step_s']:.0%}), "
-        f"rest (policy forward+backward, optimizer, rewards, batching, Ray calls) {ours['rest_s']:.3f} s "
-        f"({ours['rest_s'] / ours['step_s']:.0%})"
-    )
+        if name in ours:
+            line += "  " + ", ".join(
+                f"{trl['step_s'] / side['step_s']:.2f}x; {trl['step_s_median'] / side['step_s_median']:.2f}x"
+                for trl in trls.values()
+            )
+        lines.append(line)
+    for name, side in ours.items():
+        lines.append(
+            f"{name} per step: generation wait {side['gen_s']:.3f} s, update "
+            f"{side.get('update_s', float('nan')):.3f} s, sync {side['sync_s']:.3f} s, other "
+            f"(rewards, batching, Ray calls) {side['rest_s']:.3f} s"
+        )
     for name, trl in trls.items():
         lines.append(
             f"{name} per step: gen {trl['gen_s']:.3f} s ({trl['gen_s'] / trl['step_s']:.0%}), "
@@ -303,6 +336,9 @@ def main() -> None:
         help="OMP_WAIT_POLICY of multi-threaded TRL runs ('' = OpenMP's default spinning, which "
         "stalls for seconds when another process shares the cores: measured on 2 shared cores)",
     )
+    parser.add_argument(
+        "--arms", default=",".join(ARMS), help=f"comma-separated arms of ours ({', '.join(ARMS)})"
+    )
     parser.add_argument("--quick", action="store_true", help="short check: 4 steps, 1 warmup")
     parser.add_argument(
         "--runs-dir",
@@ -323,6 +359,9 @@ def main() -> None:
     runs_dir = args.runs_dir.absolute()
     sizes = ["small", "large"] if args.size == "both" else [args.size]
     thread_counts = [int(t) for t in args.trl_threads.split(",") if t.strip()]
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if unknown := [a for a in arms if a not in ARMS]:
+        parser.error(f"unknown arms {unknown}; known: {', '.join(ARMS)}")
 
     import torch
     import transformers
@@ -352,8 +391,10 @@ def main() -> None:
             f" x G={cfg.rollout.group_size}, max {cfg.rollout.sampling.max_new_tokens} new tokens"
         )
         print(f"[{size}] policy {policy_dir} ({build_s:.0f} s); {shape}")
-        print(f"[{size}] ours: grpo, {args.steps} steps ...")
-        ours = run_ours(size, policy_dir, runs_dir, args.steps, args.warmup)
+        ours = {}
+        for arm in arms:
+            print(f"[{size}] ours ({arm}): grpo, {args.steps} steps ...")
+            ours[arm] = run_ours(size, arm, policy_dir, runs_dir, args.steps, args.warmup)
         trls = {}
         for threads in thread_counts:
             print(f"[{size}] TRL GRPOTrainer, {threads} torch thread(s), {args.steps} steps ...")
@@ -364,17 +405,20 @@ def main() -> None:
         results["sizes"][size] = {
             "shape": shape,
             "policy_dir": str(policy_dir),
-            "policy_params": ours_params(ours["run_dir"]),
+            "policy_params": ours_params(next(iter(ours.values()))["run_dir"]),
             "ours": ours,
             "trl": trls,
             "ratios": {
-                name: {
-                    "step_speed": trl["step_s"] / ours["step_s"],
-                    "step_speed_median": trl["step_s_median"] / ours["step_s_median"],
-                    "tokens_per_step_s": ours["tokens_per_step_s"] / trl["tokens_per_step_s"],
-                    "tokens_per_gen_s": ours["tokens_per_gen_s"] / trl["tokens_per_gen_s"],
+                arm: {
+                    name: {
+                        "step_speed": trl["step_s"] / side["step_s"],
+                        "step_speed_median": trl["step_s_median"] / side["step_s_median"],
+                        "tokens_per_step_s": side["tokens_per_step_s"] / trl["tokens_per_step_s"],
+                        "tokens_per_gen_s": side["tokens_per_gen_s"] / trl["tokens_per_gen_s"],
+                    }
+                    for name, trl in trls.items()
                 }
-                for name, trl in trls.items()
+                for arm, side in ours.items()
             },
         }
         reports.append(table(size, shape, ours, trls))

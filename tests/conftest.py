@@ -402,3 +402,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _live_train_worker_pids(head: dict, proc: subprocess.Popen, want: int = 0) -> list[int]:
+    """PIDs of the live Ray Train workers of the run that `proc` drives.
+
+    Asked of the session cluster's state API (`ray_head`) for the actors of `proc`'s job, so
+    no other Ray instance on the machine (a concurrent `make demo`) and no other run count.
+    With `want`, wait (while `proc` runs) until that many are up."""
+    from ray.util.state import list_actors, list_jobs
+
+    deadline = time.time() + 240
+    while True:
+        jobs = [
+            j.job_id
+            for j in list_jobs(address=head["address"])
+            if j.driver_info is not None and j.driver_info.pid == str(proc.pid)
+        ]
+        live = [("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")]
+        actors = (
+            list_actors(address=head["address"], filters=[("job_id", "=", jobs[0]), *live])
+            if jobs
+            else []
+        )
+        pids = sorted(a.pid for a in actors if a.pid)
+        if len(pids) >= want or time.time() > deadline:
+            return pids
+        assert proc.poll() is None, "run ended before its train workers were up"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def train_worker_pids() -> Callable[..., list[int]]:
+    """`(ray_head, proc, want=0) -> pids` of the Ray Train workers of the run `proc` drives."""
+    return _live_train_worker_pids

@@ -15,7 +15,8 @@ ratio then ignores that tokens outside the nucleus could not be drawn. A greedy 
 (temperature 0) stores the raw (temperature 1) logprobs.
 
 Engines: `hf` (below: transformers with a KV cache, CPU by default) and `vllm`
-(`vllm_engine.py`, GPU). `make_engine_group` runs any of them as a group of Ray actors.
+(`vllm_engine.py`, GPU). `make_engine_group` runs any of them as a group of Ray actors;
+`rollout_group.py` places them (separate actors or colocated with the learner).
 
 Vision-language policies (a folder with an image processor, `models/vlm.py`) take one
 image per prompt: `generate(prompts, n, sampling, images)`. The engine puts the image
@@ -35,9 +36,11 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import threading
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -184,11 +187,25 @@ class HFEngine:
         chat_template: bool = True,
     ) -> None:
         torch.set_num_threads(threads)  # 2 torch threads on 2 busy cores stall (80 ms -> seconds)
-        self.device = torch.device(device)
-        self.model = load_causal_lm(model_dir).to(self.device).eval()
-        self.processor = load_processor(model_dir)  # None for a text-only policy
-        self.tok = self.processor.tokenizer if self.processor else load_tokenizer(model_dir)
-        self.chat = self.processor is None and uses_chat_template(self.tok, chat_template)
+        model = load_causal_lm(model_dir).to(torch.device(device)).eval()
+        processor = load_processor(model_dir)  # None for a text-only policy
+        tok = processor.tokenizer if processor else load_tokenizer(model_dir)
+        self._attach(model, tok, processor, chat_template)
+
+    @classmethod
+    def wrap(
+        cls, model: torch.nn.Module, tok: Any, processor: Any, chat_template: bool = True
+    ) -> HFEngine:
+        """An engine around a model already loaded (the colocated placement hands it the
+        learner's module: generation switches it to eval mode and back)."""
+        engine = cls.__new__(cls)
+        engine._attach(model, tok, processor, chat_template)
+        return engine
+
+    def _attach(self, model: torch.nn.Module, tok: Any, processor: Any, chat: bool) -> None:
+        self.model, self.tok, self.processor = model, tok, processor
+        self.device = next(model.parameters()).device
+        self.chat = processor is None and uses_chat_template(tok, chat)
         config = self.model.config
         text_config = getattr(config, "text_config", None) or config
         self.context = int(getattr(text_config, "max_position_embeddings", 2048))
@@ -200,10 +217,15 @@ class HFEngine:
         # re-scored (the learner's forward would look for an image behind it)
         self.banned = getattr(config, "image_token_index", None)
         self.version = 0
+        self.born = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._lock = threading.Lock()
 
     def get_version(self) -> int:  # Ray actors expose methods, not attributes
         return self.version
+
+    def incarnation(self) -> str:
+        """Which process answers (a restarted actor answers with a new one)."""
+        return self.born
 
     def load_weights(
         self, state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
@@ -246,7 +268,12 @@ class HFEngine:
             batch = [ids for ids in encoded for _ in range(n)]
             if pixels is not None:
                 pixels = pixels.repeat_interleave(n, dim=0).to(self.device)
-            tokens, logprobs, lengths = self._sample(batch, sampling, pixels)
+            training = self.model.training  # a colocated engine shares the learner's module
+            self.model.eval()
+            try:
+                tokens, logprobs, lengths = self._sample(batch, sampling, pixels)
+            finally:
+                self.model.train(training)
         out = []
         for row, ids in enumerate(batch):
             k = int(lengths[row])
@@ -305,9 +332,14 @@ def make_engine_group(
     model_dir: str | Path,
     num_engines: int,
     resources: dict[str, float] | None = None,
+    max_restarts: int = 0,
+    run_id: str | None = None,
     **engine_kwargs: Any,
 ) -> list[Any]:
-    """`num_engines` Ray actors of engine `name`, each with `resources` (default 1 CPU)."""
+    """`num_engines` Ray actors of engine `name`, each with `resources` (default 1 CPU);
+    Ray restarts a dead one up to `max_restarts` times (`rollout_group.EngineGroup`
+    reloads its weights). With a `run_id` they are named (`engine_actor_name`, namespace
+    `rayworks`) so operators and tests can find them."""
     import ray
 
     res = dict(resources or {"CPU": 1})
@@ -315,53 +347,19 @@ def make_engine_group(
         "num_cpus": res.pop("CPU", 1),
         "num_gpus": res.pop("GPU", 0),
         "resources": res,
+        "max_restarts": max_restarts,
         # reserve their own resources, outside a Tune trial's placement group
         "scheduling_strategy": "DEFAULT",
     }
-    actor = ray.remote(get_engine(name)).options(**options)
-    return [actor.remote(str(model_dir), **engine_kwargs) for _ in range(num_engines)]
+    actor = ray.remote(get_engine(name))
+    return [
+        actor.options(
+            **options,
+            **({"name": engine_actor_name(run_id, i), "namespace": "rayworks"} if run_id else {}),
+        ).remote(str(model_dir), **engine_kwargs)
+        for i in range(num_engines)
+    ]
 
 
-def generate_sharded(
-    group: list[Any], prompts: list[str], n: int, sampling: SamplingConfig, images: Images = None
-) -> list[Rollout]:
-    """Split `prompts` (and their `images`) into contiguous shards, one per engine; rollouts
-    in prompt order.
-
-    Shard i samples with seed `seed + i`, so the samples depend on the number of engines.
-    """
-    import ray
-
-    size, extra = divmod(len(prompts), len(group))
-    calls, start = [], 0
-    for i, engine in enumerate(group):
-        stop = start + size + (i < extra)
-        if stop > start:
-            seed = None if sampling.seed is None else sampling.seed + i
-            shard = sampling.model_copy(update={"seed": seed})
-            pictures = None if images is None else images[start:stop]
-            calls.append((start, engine.generate.remote(prompts[start:stop], n, shard, pictures)))
-        start = stop
-    out = []
-    for offset, ref in calls:
-        out += [replace(r, prompt_index=r.prompt_index + offset) for r in ray.get(ref)]
-    versions = sorted({r.version for r in out})
-    if len(versions) > 1:
-        raise StaleWeightsError(
-            f"engines answered with weight versions {versions}: sync weights before generating."
-        )
-    return out
-
-
-def sync_weights(
-    group: list[Any], state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False
-) -> int:
-    """Load `state_dict` as `version` on every engine (one copy in the object store)."""
-    import ray
-
-    ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
-    ray.get([engine.load_weights.remote(ref, version, rollback) for engine in group])
-    versions = ray.get([engine.get_version.remote() for engine in group])
-    if set(versions) != {version}:
-        raise StaleWeightsError(f"after syncing version {version} engines report {versions}.")
-    return version
+def engine_actor_name(run_id: str, index: int) -> str:
+    return f"rollout-{run_id}-{index}"

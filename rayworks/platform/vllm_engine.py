@@ -26,7 +26,9 @@ whether vLLM's LLaVA `load_weights` maps transformers 5's parameter names
 
 from __future__ import annotations
 
+import os
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +96,15 @@ class VLLMEngine:
         self.chat = uses_chat_template(self.tok, chat_template)  # as the hf engine (rollout.py)
         self.context = int(self.llm.llm_engine.model_config.max_model_len)
         self.version = 0
+        self.born = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._lock = threading.Lock()
 
     def get_version(self) -> int:
         return self.version
+
+    def incarnation(self) -> str:
+        """Which process answers (a restarted actor answers with a new one)."""
+        return self.born
 
     def load_weights(
         self, state_dict: dict[str, torch.Tensor], version: int, rollback: bool = False

@@ -15,11 +15,10 @@ from rayworks.platform.rollout import (
     HFEngine,
     SamplingConfig,
     StaleWeightsError,
-    generate_sharded,
     get_engine,
     make_engine_group,
-    sync_weights,
 )
+from rayworks.platform.rollout_group import EngineGroup
 
 TEXTS = ["the cat sat on the mat", "1+2=3 and 4+5=9", "hello world, hello ray"] * 20
 PROMPTS = ["the cat", "1+2=", "hello world, hello", "a"]  # different lengths in one batch
@@ -195,16 +194,20 @@ def test_load_during_generate_waits(model_dir):
 def test_ray_engine_group(ray_session, model_dir):
     import ray
 
-    group = make_engine_group("hf", model_dir, 2, resources={"CPU": 0.5})
+    actors = make_engine_group("hf", model_dir, 2, resources={"CPU": 0.5})
+    group = EngineGroup(actors, timeout_s=120, max_restarts=0)
     try:
+        group.start()
         new = perturbed(AutoModelForCausalLM.from_pretrained(str(model_dir)))
-        assert sync_weights(group, new, version=1) == 1
+        group.load(new, version=1)
+        assert ray.get([a.get_version.remote() for a in actors]) == [1, 1]
         prompts = [*PROMPTS, "cat"]
-        rollouts = generate_sharded(group, prompts, 2, SamplingConfig(max_new_tokens=5, seed=0))
+        sampling = SamplingConfig(max_new_tokens=5, seed=0)
+        rollouts = group.submit(prompts, 2, sampling, None, "a test").result()
         assert [r.prompt_index for r in rollouts] == [i for i in range(len(prompts)) for _ in "ab"]
         assert {r.version for r in rollouts} == {1}
         with pytest.raises(StaleWeightsError):
-            sync_weights(group, new, version=1)
+            group.load(new, version=1)
     finally:
-        for actor in group:
+        for actor in actors:
             ray.kill(actor)

@@ -130,6 +130,25 @@ class RolloutConfig(Config):
         default_factory=lambda: SamplingConfig(temperature=1.0, max_new_tokens=80)
     )
     engine_threads: int = Field(1, ge=1, description="torch threads per hf engine")
+    placement: Literal["auto", "colocated", "separate"] = Field(
+        "auto",
+        description="colocated: generate in the learner's process from its own module; "
+        "separate: engine actors; auto: colocated for hf on one node (rollout_group.py)",
+    )
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="async: step t+1's rollouts are generated while step t trains (one step "
+        "off-policy; the engine's logprobs are the ratio's denominator)",
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="the oldest weight version a step may train on: step - this"
+    )
+    call_timeout_s: float = Field(
+        600.0, gt=0, description="deadline of every call to an engine or critic actor"
+    )
+    max_engine_restarts: int = Field(
+        3, ge=0, description="times Ray restarts each dead engine actor (weights are reloaded)"
+    )
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Constructor arguments of the engine (the `hf` engine's device and threads)."""
@@ -275,15 +294,16 @@ class RLConfig(PipelineConfig):
         """The critics' settings; None for a critic-free method."""
         return None
 
-    def ray_resources(self) -> dict[str, float]:
-        """What one run reserves: learner workers, engine actors and critic actors."""
+    def ray_resources(self, placement: str | None = None) -> dict[str, float]:
+        """What one run reserves: learner workers, engine actors (none when colocated; an
+        unresolved `auto` counts them) and critic actors."""
+        placement = placement or self.rollout.placement
         learner = {"CPU": self.learner.cpus_per_worker}
         if self.learner.use_gpu:
             learner["GPU"] = 1.0
-        roles = [
-            (self.learner.num_workers, learner),
-            (self.rollout.num_engines, self.rollout.engine_resources),
-        ]
+        roles = [(self.learner.num_workers, learner)]
+        if placement != "colocated":
+            roles.append((self.rollout.num_engines, self.rollout.engine_resources))
         critic = self.critic_config()
         if critic is not None:
             roles.append((critic.n_critics, critic.resources))
@@ -306,6 +326,19 @@ class RLConfig(PipelineConfig):
         if text.d_model % text.n_head:
             raise ValueError(
                 f"the policy's d_model={text.d_model} must be divisible by its n_head={text.n_head}"
+            )
+        if self.rollout.mode == "async" and self.loss.old_logprobs != "rollout":
+            raise ValueError(
+                "rollout.mode=async needs loss.old_logprobs=rollout: the ratio's denominator "
+                "must be the behaviour policy (the weights that sampled the rows), which a "
+                "recompute by the updated learner is not"
+            )
+        if self.rollout.mode == "async" and self.rollout.max_staleness < 1:
+            raise ValueError("rollout.mode=async needs rollout.max_staleness >= 1")
+        if self.rollout.placement == "colocated" and self.rollout.engine != "hf":
+            raise ValueError(
+                f"rollout.placement=colocated runs the hf engine in the learner; "
+                f"rollout.engine={self.rollout.engine!r} needs placement=separate"
             )
         return self
 

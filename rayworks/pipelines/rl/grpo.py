@@ -57,7 +57,8 @@ CURVES = (
     kind="job",
     headline=("test_accuracy", "max"),
     # the no-signal control: the same run with each batch's rewards permuted over its rows
-    ablations={"shuffled": ("shuffle_rewards=true",)},
+    # `async`: the same run one step off-policy (generation overlaps the update)
+    ablations={"shuffled": ("shuffle_rewards=true",), "async": ("rollout.mode=async",)},
     report=REPORT,
     curves=CURVES,
 )

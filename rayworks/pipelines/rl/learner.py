@@ -2,7 +2,8 @@
 
 One step:
 1. rank 0 draws the step's prompts (a pure function of seed and step: the step counter is
-   the whole data position), samples G responses each from the engine group, scores them
+   the whole data position), samples G responses each from the rollout source (engine
+   actors, or an engine colocated with this worker: `platform/rollout_group.py`), scores them
    with the reward components, asks the critic actors for values (in parallel) and lets
    the method (`estimate`) turn rewards and values into advantages, masks and critic
    targets; the critic updates start right away and run while the policy trains;
@@ -10,6 +11,12 @@ One step:
    minibatch (clipped-ratio loss from `algo.POLICY_LOSSES`, optional KL and entropy bonus);
 3. rank 0 waits for the critics and pushes the new weights to the engines as version
    step + 1, so the next step's rollouts come from exactly the updated policy.
+
+`rollout.mode=async` moves generation off the critical path: step t submits step t+1's
+generation before it trains, so those rows come from version t (one step off-policy,
+bounded by `rollout.max_staleness`) while step t's update runs; each row keeps the version
+that sampled it and its logprobs, which are the ratio's denominator. A resumed async run
+generates its first step from the restored weights (lag 0).
 
 Checkpoints (collective) hold the policy, optimizer, every rank's RNG, the step, and each
 critic's model and optimizer; a resumed run (or a learner restarted by Ray Train) reloads
@@ -42,16 +49,30 @@ from rayworks.pipelines.rl.prompts import prompt_set
 from rayworks.pipelines.rl.rewards import CombinedReward
 from rayworks.platform.atomic import save_model_dir
 from rayworks.platform.context import RunContext
-from rayworks.platform.rollout import (
-    Rollout,
-    StaleWeightsError,
-    generate_sharded,
-    sync_weights,
+from rayworks.platform.rollout import Rollout, StaleWeightsError
+from rayworks.platform.rollout_group import (
+    EngineGroup,
+    LocalRollout,
+    Pending,
+    RolloutSource,
+    check_lag,
+    get_within,
 )
 
 EstimateFn = Callable[[Any, RolloutBatch, "torch.Tensor | None", int], Estimate]
 GAINS = ("accuracy", "sampled_accuracy", "pass_at_k")  # summary keys with a `_gain`
-SUMMARY_SKIP = {"step", "time", "lr", "step_s", "gen_s", "sync_s", "gen_tokens_per_s"}
+SUMMARY_SKIP = {
+    "step",
+    "time",
+    "lr",
+    "step_s",
+    "gen_s",
+    "sync_s",
+    "update_s",
+    "gen_tokens_per_s",
+    "engine_restarts",
+    "reward_retries",
+}
 
 
 def shuffled(
@@ -91,17 +112,18 @@ class StepDriver:
         self,
         cfg: RLConfig,
         ctx: RunContext,
-        engines: list[Any],
+        source: RolloutSource,
         critics: list[Any],
         estimate: EstimateFn,
         pad: int,
         processor: Any = None,
     ) -> None:
-        self.cfg, self.ctx, self.engines, self.critics = cfg, ctx, engines, critics
+        self.cfg, self.ctx, self.source, self.critics = cfg, ctx, source, critics
         self.estimate, self.pad, self.processor = estimate, pad, processor
         self.data = prompt_set(cfg)  # the same for every RL seed and arm
         self.reward = CombinedReward(cfg.reward_specs())
         self.pending: list[Any] = []
+        self.ahead: dict[int, Pending] = {}  # async: the next step's generation in flight
 
     def prompts(self, step: int) -> list[Example]:
         pool = self.data.train
@@ -120,23 +142,37 @@ class StepDriver:
             )
         return [e.image for e in examples]
 
-    def rollouts(self, examples: list[Example], n: int, sampling: Any, step: int) -> list[Rollout]:
+    def submit(self, examples: list[Example], n: int, sampling: Any, what: str) -> Pending:
         prompts, images = [e.prompt for e in examples], self.images(examples)
-        out = generate_sharded(self.engines, prompts, n, sampling, images)
-        if out and out[0].version != step:
-            raise StaleWeightsError(f"step {step} got rollouts of weight version {out[0].version}")
+        return self.source.submit(prompts, n, sampling, images, what)
+
+    def rollouts(self, examples: list[Example], n: int, sampling: Any, step: int) -> list[Rollout]:
+        """Rollouts of the current weights (version `step`): evaluation."""
+        out = self.submit(examples, n, sampling, f"evaluation at step {step}").result()
+        if any(r.version != step for r in out):
+            versions = sorted({r.version for r in out})
+            raise StaleWeightsError(f"step {step} got rollouts of weight versions {versions}")
         return out
 
-    def collect(self, step: int) -> tuple[RolloutBatch, Estimate, dict[str, float], list[dict]]:
-        import ray
+    def sampling(self, step: int) -> Any:
+        seed = (self.cfg.seed * 1_000_003 + step) % 2**31
+        return self.cfg.rollout.sampling.model_copy(update={"seed": seed})
 
+    def launch(self, step: int) -> Pending:
+        """Submit step `step`'s training generation (prompts and seed: pure functions of it)."""
+        g = self.cfg.rollout.group_size
+        return self.submit(self.prompts(step), g, self.sampling(step), f"training step {step}")
+
+    def collect(self, step: int) -> tuple[RolloutBatch, Estimate, dict[str, float], list[dict]]:
         cfg, g = self.cfg, self.cfg.rollout.group_size
         started = time.perf_counter()
         examples = self.prompts(step)
-        seed = (cfg.seed * 1_000_003 + step) % 2**31
-        sampling = cfg.rollout.sampling.model_copy(update={"seed": seed})
-        rollouts = self.rollouts(examples, g, sampling, step)
-        gen_s = time.perf_counter() - started
+        pending = self.ahead.pop(step, None) or self.launch(step)
+        if cfg.rollout.mode == "async" and step + 1 < cfg.learner.max_steps:
+            self.ahead[step + 1] = self.launch(step + 1)  # queued behind this step's rows
+        rollouts = pending.result()
+        lags = check_lag(rollouts, step, cfg.rollout.max_staleness)
+        gen_s = time.perf_counter() - started  # async: only the wait not hidden by training
         per_item = [examples[r.prompt_index] for r in rollouts]
         texts = [r.text for r in rollouts]
         totals, parts = self.reward(per_item, texts)
@@ -150,7 +186,8 @@ class StepDriver:
         batch = make_batch(rollouts, totals, self.pad, pixels, parts)
         values = None
         if self.critics:
-            values = torch.stack(ray.get([c.values.remote(batch) for c in self.critics]))
+            refs = [c.values.remote(batch) for c in self.critics]
+            values = torch.stack(self.get(refs, f"critic values at step {step}"))
         est = self.estimate(cfg, batch, values, step)
         if self.critics and est.returns is not None:
             self.pending = [
@@ -167,6 +204,10 @@ class StepDriver:
             "finished_frac": sum(r.finished for r in rollouts) / len(rollouts),
             "gen_s": gen_s,
             "gen_tokens_per_s": n_tokens / max(gen_s, 1e-9),
+            "rollout_lag": sum(lags) / len(lags),
+            "rollout_lag_max": float(max(lags)),
+            "engine_restarts": float(self.source.restarts),
+            "reward_retries": float(self.reward.retries()),
             **{f"reward/{k}": sum(v) / len(v) for k, v in parts.items()},
             **est.stats,
         }
@@ -176,18 +217,22 @@ class StepDriver:
         ]
         return batch, est, stats, samples
 
-    def finish(self, step: int, weights: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Wait for the critic updates, then publish the policy as version step + 1."""
-        import ray
+    def get(self, refs: list[Any], what: str) -> list[Any]:
+        """Results of calls to the critic actors, each with the run's deadline."""
+        timeout = self.cfg.rollout.call_timeout_s
+        return [get_within(r, timeout, f"critic {i}, {what}") for i, r in enumerate(refs)]
 
+    def finish(self, step: int, weights: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Wait for the critic updates, then publish the policy as version step + 1 (async:
+        queued behind the generation in flight, without waiting for it)."""
         stats: dict[str, float] = {}
         if self.pending:
-            results = ray.get(self.pending)
+            results = self.get(self.pending, f"critic update at step {step}")
             self.pending = []
             for key in results[0]:
                 stats[key] = sum(r[key] for r in results) / len(results)
         started = time.perf_counter()
-        sync_weights(self.engines, weights, step + 1)
+        self.source.load(weights, step + 1, wait=self.cfg.rollout.mode == "sync")
         stats["sync_s"] = time.perf_counter() - started
         return stats
 
@@ -215,20 +260,14 @@ class StepDriver:
         return pixel_values(self.processor, images)[[r.prompt_index for r in drawn]]
 
     def save_critics(self, folder: Path) -> None:
-        import ray
-
-        ray.get([c.save.remote(str(folder)) for c in self.critics])
+        self.get([c.save.remote(str(folder)) for c in self.critics], "critic save")
 
     def resume(self, folder: Path, step: int, weights: dict[str, torch.Tensor]) -> None:
-        import ray
-
-        ray.get([c.restore.remote(str(folder)) for c in self.critics])
-        sync_weights(self.engines, weights, step, rollback=True)
+        self.get([c.restore.remote(str(folder)) for c in self.critics], "critic restore")
+        self.source.load(weights, step, rollback=True)
 
     def critic_info(self) -> list[dict[str, float]]:
-        import ray
-
-        return ray.get([c.info.remote() for c in self.critics])
+        return self.get([c.info.remote() for c in self.critics], "critic info")
 
 
 def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -318,6 +357,21 @@ def policy_update(
     return {**{k: v / updates for k, v in sums.items()}, **watched, "lr": lr_at(step, cfg)}
 
 
+def rollout_source(
+    cfg: RLConfig, config: dict[str, Any], module: torch.nn.Module, processor: Any, tok: Any
+) -> RolloutSource:
+    """Rank 0's rollout source: the engine actors the driver started, or an hf engine
+    around this worker's own policy module (`platform/rollout_group.py`)."""
+    ro = cfg.rollout
+    if config.get("placement", "separate") == "separate":
+        group = EngineGroup(config["engines"], ro.call_timeout_s, ro.max_engine_restarts)
+        group.start()
+        return group
+    text_tok = getattr(tok, "tokenizer", tok)  # a VLM's processor holds its tokenizer
+    chat = getattr(cfg.policy, "chat_template", True)
+    return LocalRollout.around(module, text_tok, processor, chat, ro.mode == "async")
+
+
 def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     """Entry point of every Ray Train worker of an RL run."""
     import ray
@@ -343,7 +397,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
         driver = StepDriver(
             cfg,
             ctx,
-            config["engines"],
+            rollout_source(cfg, config, learner.module, processor, tokenizer),
             config["critics"],
             config["estimate"],
             pad_id or 0,
@@ -364,7 +418,9 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
         payload = driver.collect(step) if driver is not None else None
         batch, est, stats, samples = broadcast(payload, d)
         if step >= warmup:
+            update_started = time.perf_counter()
             stats.update(policy_update(learner, ref, batch, est, cfg, d, step))
+            stats["update_s"] = time.perf_counter() - update_started
         if driver is not None:
             stats.update(driver.finish(step, learner.module.state_dict()))
         done = step + 1
@@ -381,6 +437,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
     final = summarize(ctx, driver, d, learner.module)
     model_dir = ctx.artifacts_dir / "model"
     if d.rank == 0:
+        driver.source.close()
         save_model_dir(model_dir, learner.module, tokenizer)  # whole or absent
         if driver.critics:
             driver.save_critics(ctx.artifacts_dir)
@@ -451,4 +508,6 @@ def summarize(
         info = driver.critic_info() if driver.critics else []
         final["critic_params"] = float(sum(i["params"] for i in info))
         final["critic_restarts"] = float(sum(i["restarts"] for i in info))
+        final["engine_restarts"] = float(driver.source.restarts)
+        final["reward_retries"] = float(driver.reward.retries())
     return broadcast(final, d)

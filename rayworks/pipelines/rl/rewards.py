@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -36,8 +38,15 @@ FORMAT_RE = re.compile(r"<think>.+?</think>\s*A:", re.DOTALL)
 SECRET_KEY = re.compile(r"(^|_)(api_?key|token|secret|password|passwd)$", re.IGNORECASE)
 
 
+RETRY_CODES = {408, 429, 500, 502, 503, 504}  # answers a retry can fix
+
+
 class RewardError(RayworksError):
     """A reward could not be computed (e.g. a remote scorer failed); names where and why."""
+
+
+class TransientRewardError(RewardError):
+    """A failure a retry can fix (`HttpReward` retries it before giving up)."""
 
 
 def register_reward(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
@@ -100,13 +109,28 @@ class HttpReward:
 
     One item:   {"prompt", "completion", "answer"}      -> {"score": float}
     A batch:    {"items": [{...}, ...]}                  -> {"scores": [float, ...]}
+
+    A transient failure (no connection, a timeout, HTTP 408, 429 or 5xx) is retried up to
+    `retries` times after exponential backoff with full jitter (`backoff_s` * 2^k, at most
+    `max_backoff_s`); then the step fails with `RewardError`. Other answers (a 4xx, a body
+    that is not a score) fail at once: retrying cannot fix them. `self.retries` counts the
+    retries made, for the run's logs.
     """
 
     def __init__(
-        self, url: str, timeout_s: float = 10.0, api_key: SecretStr | str | None = None
+        self,
+        url: str,
+        timeout_s: float = 10.0,
+        api_key: SecretStr | str | None = None,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
     ) -> None:
         self.url, self.timeout_s = url, timeout_s
         self.api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
+        self.max_retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
+        self.retries = 0
+        self._jitter = random.Random()
 
     def __call__(self, example: Example, completion: str) -> float:
         body = self._post(self._item(example, completion))
@@ -127,6 +151,18 @@ class HttpReward:
         return {"prompt": example.prompt, "completion": completion, "answer": example.answer}
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._post_once(payload)
+            except TransientRewardError as err:
+                if attempt == self.max_retries:
+                    raise RewardError(f"{err} (gave up after {self.max_retries} retries)") from err
+                self.retries += 1
+                cap = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+                time.sleep(self._jitter.uniform(0, cap))  # full jitter: spread the retries
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _post_once(self, payload: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
         if self.api_key is not None:
             headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
@@ -138,14 +174,13 @@ class HttpReward:
                 raw = response.read()
         except urllib.error.HTTPError as err:
             detail = err.read()[:200].decode(errors="replace")
-            raise RewardError(
-                f"reward server {self.url} answered HTTP {err.code}: {detail!r}"
-            ) from err
+            kind = TransientRewardError if err.code in RETRY_CODES else RewardError
+            raise kind(f"reward server {self.url} answered HTTP {err.code}: {detail!r}") from err
         except (urllib.error.URLError, HTTPException, OSError) as err:
             reason = getattr(err, "reason", err)  # URLError wraps a connect timeout
             if isinstance(reason, TimeoutError):
                 reason = f"timed out after {self.timeout_s}s"
-            raise RewardError(f"reward server {self.url} failed: {reason}") from err
+            raise TransientRewardError(f"reward server {self.url} failed: {reason}") from err
         try:
             body = json.loads(raw)
         except ValueError as err:
@@ -175,6 +210,8 @@ def http_reward(
     timeout_s: float = 10.0,
     api_key_env: str | None = None,
     api_key_file: str | None = None,
+    retries: int = 3,
+    backoff_s: float = 0.5,
 ) -> RewardFn:
     """A remote scorer; failures raise `RewardError` naming the URL, never score 0.
 
@@ -183,7 +220,7 @@ def http_reward(
     report and Jobs entrypoint hold no secret (`RewardSpec` refuses a literal key).
     """
     key = read_secret(api_key_env, api_key_file, f"reward 'http' ({url})")
-    return HttpReward(url, timeout_s=timeout_s, api_key=key)
+    return HttpReward(url, timeout_s, key, retries, backoff_s)
 
 
 # ------------------------------------------------------------------ combining
@@ -235,6 +272,10 @@ class CombinedReward:
             while key in self.components:
                 key, n = f"{base}_{n}", n + 1
             self.components[key] = (spec.weight, fn)
+
+    def retries(self) -> int:
+        """Retries made so far by the components that retry (`HttpReward`)."""
+        return sum(getattr(fn, "retries", 0) for _, fn in self.components.values())
 
     def __call__(
         self, examples: Sequence[Example], completions: Sequence[str]

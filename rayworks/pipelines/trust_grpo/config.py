@@ -140,8 +140,8 @@ class TrustGRPOConfig(RLConfig):
         """T of eq 5: `thinking.anneal_steps`, else the run's total steps."""
         return self.thinking.anneal_steps or self.learner.max_steps
 
-    def ray_resources(self) -> dict[str, float]:
-        total = super().ray_resources()
+    def ray_resources(self, placement: str | None = None) -> dict[str, float]:
+        total = super().ray_resources(placement)
         for key, value in self.trm.resources.items():
             total[key] = total.get(key, 0.0) + value
         return total

@@ -27,34 +27,6 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def _train_worker_pids(head: dict, proc: subprocess.Popen, want: int = 0) -> list[int]:
-    """PIDs of the live Ray Train workers of the run that `proc` drives.
-
-    Asked of the session cluster's state API (`ray_head`) for the actors of `proc`'s job, so
-    no other Ray instance on the machine (a concurrent `make demo`) and no other run count.
-    With `want`, wait (while `proc` runs) until that many are up."""
-    from ray.util.state import list_actors, list_jobs
-
-    deadline = time.time() + 240
-    while True:
-        jobs = [
-            j.job_id
-            for j in list_jobs(address=head["address"])
-            if j.driver_info is not None and j.driver_info.pid == str(proc.pid)
-        ]
-        live = [("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")]
-        actors = (
-            list_actors(address=head["address"], filters=[("job_id", "=", jobs[0]), *live])
-            if jobs
-            else []
-        )
-        pids = sorted(a.pid for a in actors if a.pid)
-        if len(pids) >= want or time.time() > deadline:
-            return pids
-        assert proc.poll() is None, "run ended before its train workers were up"
-        time.sleep(0.2)
-
-
 def _start_until_checkpoint(args: list[str], env: dict, pattern: str, **popen) -> subprocess.Popen:
     """Start `rayworks ARGS` and return once a checkpoint folder matching `pattern` exists."""
     proc = subprocess.Popen([sys.executable, "-m", "rayworks", *args], env=env, **popen)
@@ -113,7 +85,9 @@ def test_smoke_run_writes_a_complete_run_dir_and_learns(smoke_run):
     assert len(samples) == 16
 
 
-def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, smoke_run, ray_head):
+def test_killed_run_resumes_from_its_last_checkpoint(
+    cli, cli_env, smoke_run, ray_head, train_worker_pids
+):
     """SIGKILL a run (driver and train workers) part-way; the resumed run matches the
     uninterrupted smoke run of the same config (`smoke_run`)."""
     keep_all = ["--set", "train.keep_checkpoints=0"]  # checkpoints at 10, 20, 30 (smoke)
@@ -124,7 +98,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(cli, cli_env, smoke_run, ra
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    workers = _train_worker_pids(ray_head, proc, want=2)
+    workers = train_worker_pids(ray_head, proc, want=2)
     _wait_for_checkpoint(proc, cli_env, "step_00000010")
     # The whole run dies at once: Ray would stop the workers only after noticing the
     # driver's death, and a smoke run's remaining steps take well under a second.
@@ -167,7 +141,9 @@ def test_deepspeed_zero2_on_two_cpu_workers(cli, cli_env):
     assert (latest / "optimizer_rank1.safetensors").is_file()
 
 
-def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(cli_env, ray_head):
+def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(
+    cli_env, ray_head, train_worker_pids
+):
     """FailureConfig(max_failures=1): Ray Train restarts the group; the loop restores step 20+."""
     args = [
         "run",
@@ -181,7 +157,7 @@ def test_a_killed_worker_is_replaced_and_training_continues_from_the_checkpoint(
     proc = _start_until_checkpoint(
         args, cli_env, "step_0000002*", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    pids = _train_worker_pids(ray_head, proc)
+    pids = train_worker_pids(ray_head, proc)
     assert len(pids) == 2, f"expected two train workers, found {pids}"
     os.kill(pids[-1], signal.SIGKILL)
     output, _ = proc.communicate(timeout=400)

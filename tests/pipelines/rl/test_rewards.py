@@ -40,12 +40,19 @@ class ScorerHandler(BaseHTTPRequestHandler):
     """
 
     seen_auth: list[str | None] = []
+    flaky_calls = 0
 
     def do_POST(self) -> None:
         ScorerHandler.seen_auth.append(self.headers.get("Authorization"))
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         status, reply = 200, b""
-        if self.path == "/score":
+        if self.path == "/flaky":  # every third call fails as an overloaded server would
+            ScorerHandler.flaky_calls += 1
+            if ScorerHandler.flaky_calls % 3 == 0:
+                status, reply = 503, b"busy"
+            else:
+                reply = json.dumps({"scores": [_score(i) for i in body["items"]]}).encode()
+        elif self.path == "/score":
             reply = json.dumps({"score": _score(body)}).encode()
         elif self.path == "/batch":
             reply = json.dumps({"scores": [_score(i) for i in body["items"]]}).encode()
@@ -252,7 +259,7 @@ def test_http_batch_is_one_request(server: str) -> None:
 def test_http_failures_raise_naming_url_and_problem(server: str, route: str, problem: str) -> None:
     url = f"{server}{route}"
     with pytest.raises(RewardError) as err:
-        HttpReward(url, timeout_s=2)(EX, "A: 4")
+        HttpReward(url, timeout_s=2, retries=0)(EX, "A: 4")
     assert url in str(err.value) and problem in str(err.value)
 
 
@@ -264,10 +271,35 @@ def test_http_batch_with_wrong_shape_raises(server: str) -> None:
 def test_http_timeout_raises(server: str) -> None:
     start = time.monotonic()
     with pytest.raises(RewardError, match=r"/slow failed: timed out after 0.2s"):
-        HttpReward(f"{server}/slow", timeout_s=0.2)(EX, "A: 4")
+        HttpReward(f"{server}/slow", timeout_s=0.2, retries=0)(EX, "A: 4")
     assert time.monotonic() - start < SLOW_S
 
 
 def test_http_unreachable_raises() -> None:
     with pytest.raises(RewardError, match=re.escape("127.0.0.1:9/score failed")):
-        HttpReward("http://127.0.0.1:9/score", timeout_s=1)(EX, "A: 4")
+        HttpReward("http://127.0.0.1:9/score", timeout_s=1, retries=0)(EX, "A: 4")
+
+
+def test_http_retries_a_server_that_fails_every_third_call(server: str) -> None:
+    ScorerHandler.flaky_calls = 0
+    combined = CombinedReward(
+        [RewardSpec(name="http", kwargs={"url": f"{server}/flaky", "backoff_s": 0.001})]
+    )
+    scores = [combined([EX], [c])[0][0] for c in ["A: 4", "A: 5"] * 6]
+    assert scores == [1.0, 0.0] * 6  # every item scored, none lost to the failures
+    # 12 answers took 17 calls: the 3rd, 6th, ..., 15th failed and were each retried once
+    assert ScorerHandler.flaky_calls == 17
+    assert combined.retries() == 5
+
+
+def test_http_gives_up_after_its_retries_and_does_not_retry_a_client_error(server: str) -> None:
+    reward = HttpReward(f"{server}/error", retries=2, backoff_s=0.001)
+    with pytest.raises(
+        RewardError, match=r"HTTP 500: 'scorer crashed' \(gave up after 2 retries\)"
+    ):
+        reward(EX, "A: 4")
+    assert reward.retries == 2
+    missing = HttpReward(f"{server}/absent", retries=2, backoff_s=0.001)
+    with pytest.raises(RewardError, match="HTTP 404"):
+        missing(EX, "A: 4")
+    assert missing.retries == 0  # a 404 cannot be fixed by asking again

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +16,7 @@ import pytest
 
 from rayworks.models import load_causal_lm
 from rayworks.pipelines.rl.critic import NAMESPACE, actor_name
+from rayworks.platform.rollout import engine_actor_name
 
 
 def _run_dirs(root: Path, name: str) -> list[Path]:
@@ -116,6 +120,52 @@ def test_ppo_resume_reproduces_the_uninterrupted_run(cli, cli_env):
             assert got[step][key] == pytest.approx(want[step][key], rel=1e-4, abs=1e-6), (step, key)
 
 
+def test_sigkilled_ppo_run_resumes_with_no_step_duplicated_or_skipped(
+    cli, cli_env, ray_head, train_worker_pids
+):
+    """SIGKILL the driver and the Train worker part-way (not a simulated kill): the resumed
+    run restarts from its last checkpoint and logs every step once."""
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    every = ["--set", "learner.max_steps=8", "--set", "learner.checkpoint_every=2"]
+    every += ["--set", "learner.keep_checkpoints=0", "--set", "learner.eval_every=4"]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rayworks",
+            "run",
+            "ppo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            *every,
+        ],
+        env=cli_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    workers = train_worker_pids(ray_head, proc, want=1)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(runs.glob("ppo/*/checkpoints/step_00000002")):
+        assert proc.poll() is None, "the run ended before its first checkpoint"
+        time.sleep(0.02)  # a smoke step takes a fraction of a second
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole run at once, workers too
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    (run_dir,) = _run_dirs(runs, "ppo")
+    killed_at = int(sorted((run_dir / "checkpoints").glob("step_*"))[-1].name.split("_")[1])
+    assert 2 <= killed_at < 8 and not (run_dir / "summary.json").exists()
+
+    cli(["run", "ppo", "--resume", str(run_dir), "--no-progress"])
+    records = _metrics(run_dir)
+    assert [r["resumed_from_step"] for r in records if "resumed_from_step" in r] == [killed_at]
+    assert [r["step"] for r in records if "reward" in r] == list(range(1, 9))
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+
+
 def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env):
     import ray
 
@@ -158,6 +208,65 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
     assert steps == list(range(1, 11))
 
 
+def test_async_colocated_grpo_trains_one_step_off_policy(cli, cli_env):
+    """Step 0 trains on its own version; every later step on the previous one (lag 1), and
+    the held-out evaluations still see the current weights."""
+    cli(["run", "grpo", "--preset", "smoke", "--no-progress", "--set", "rollout.mode=async"])
+    (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["colocated"] == 1.0
+    lags = [
+        (r["step"], r["rollout_lag"], r["rollout_lag_max"])
+        for r in _metrics(run_dir)
+        if "reward" in r
+    ]
+    assert lags == [(1, 0.0, 0.0), (2, 1.0, 1.0), (3, 1.0, 1.0)]
+
+
+def test_grpo_finishes_when_a_rollout_engine_is_killed(ray_session, cli_env):
+    """Separate async engines: the killed engine is restarted and reloaded; no step trains
+    on rows of a dead or stale engine (the lag stays within its bound, every step logs)."""
+    import ray
+
+    runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    args = ["--set", "learner.max_steps=8", "--set", "learner.eval_every=4"]
+    args += ["--set", "rollout.placement=separate", "--set", "rollout.mode=async"]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rayworks",
+            "run",
+            "grpo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            *args,
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline, killed = time.time() + 300, False
+    while not killed and time.time() < deadline and proc.poll() is None:
+        dirs = _run_dirs(runs, "grpo")
+        metrics = dirs[0] / "metrics.jsonl" if dirs else None
+        if metrics and metrics.is_file() and '"reward"' in metrics.read_text():
+            actor = ray.get_actor(engine_actor_name(dirs[0].name, 0), namespace=NAMESPACE)
+            ray.kill(actor, no_restart=False)
+            killed = True
+        time.sleep(0.05)
+    output, _ = proc.communicate(timeout=300)
+    assert killed, "the run ended before an engine could be killed:\n" + output[-3000:]
+    assert proc.returncode == 0, output[-3000:]
+    summary = json.loads((dirs[0] / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["engine_restarts"] >= 1
+    records = [r for r in _metrics(dirs[0]) if "reward" in r]
+    assert [r["step"] for r in records] == list(range(1, 9))
+    assert all(r["rollout_lag_max"] <= 1 for r in records)
+
+
 @pytest.mark.slow
 def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
     """Rank 0 drives the engines and broadcasts each batch; both ranks train their slices."""
@@ -187,7 +296,17 @@ def test_grpo_learner_on_two_deepspeed_zero2_workers(cli, cli_env):
 
 def test_a_run_the_cluster_can_never_hold_fails_naming_the_resource(cli):
     proc = cli(
-        ["run", "asyppo", "--preset", "smoke", "--no-progress", "--set", "rollout.num_engines=8"],
+        [
+            "run",
+            "asyppo",
+            "--preset",
+            "smoke",
+            "--no-progress",
+            "--set",
+            "rollout.num_engines=8",
+            "--set",
+            "rollout.placement=separate",
+        ],
         check=False,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
