@@ -5,6 +5,8 @@ and through it calibration all decode with `KVDecoder`; each samples its own tok
 the logits it is handed (greedy, nucleus, banned ids), so the loop itself holds no policy.
 Rows are left-padded so that every row's next token sits in the last column; positions
 restart at 0 after each row's padding, so a padded row decodes exactly as it would alone.
+`prompt_ids` is the one way a text prompt becomes the rows' token ids (serving and the
+rollout engines wrap it with their own errors).
 """
 
 from __future__ import annotations
@@ -12,6 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+
+def prompt_ids(tok: Any, prompt: str, chat: bool = False) -> list[int]:
+    """A prompt's token ids: plain (the tokenizer's special tokens added; BOS alone for an
+    empty prompt), or as one user turn of the tokenizer's chat template with the generation
+    prompt, tokenized without adding special tokens (the template writes its own: a BOS
+    added again would be doubled, as `apply_chat_template(tokenize=True)` avoids too).
+    Empty when the prompt is empty and the tokenizer has no BOS."""
+    if chat:
+        turn = [{"role": "user", "content": prompt}]
+        text = tok.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
+        return tok(text, add_special_tokens=False).input_ids
+    ids = tok(prompt).input_ids or [tok.bos_token_id]
+    return [] if ids[0] is None else ids
 
 
 class KVDecoder:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import torch
 
 from rayworks.models import load_causal_lm, load_tokenizer
-from rayworks.models.generate import KVDecoder
+from rayworks.models.generate import KVDecoder, prompt_ids
 from rayworks.platform import kv_serving
 from rayworks.platform.chat_prompt import chat_prompt_ids
 from rayworks.platform.kv_serving import KVServing
@@ -59,9 +59,10 @@ def sample_next(
 
 
 def tokenize(tok: Any, prompt: str, index: int) -> list[int]:
-    """A string prompt's token ids (BOS alone for ""); 400 if empty and there is no BOS."""
-    ids = tok(prompt).input_ids or [tok.bos_token_id]
-    if ids[0] is None:
+    """A string prompt's token ids (`prompt_ids`: BOS alone for ""); 400 if empty and there
+    is no BOS."""
+    ids = prompt_ids(tok, prompt)
+    if not ids:
         raise APIError(
             400, f"prompt {index} is empty and the model has no BOS token", param="prompt"
         )
@@ -83,7 +84,7 @@ def check_context(
         )
 
 
-def encode_prompts(tok: Any, context: int, prompts: list[str]) -> list[list[int]]:
+def request_prompt_ids(tok: Any, context: int, prompts: list[str]) -> list[list[int]]:
     """Token ids per prompt; 400 if a prompt is empty (and there is no BOS) or leaves no room
     to generate within `context` tokens. Shared with the TTC router, which checks prompts
     before they join a batch."""

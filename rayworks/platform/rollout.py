@@ -51,7 +51,7 @@ from pydantic import Field
 from rayworks.core.config import Config
 from rayworks.core.errors import RayworksError, UnknownNameError
 from rayworks.models import load_causal_lm, load_tokenizer
-from rayworks.models.generate import KVDecoder
+from rayworks.models.generate import KVDecoder, prompt_ids
 from rayworks.models.vlm import encode_multimodal, load_processor
 from rayworks.platform.completion_engine import sample_next
 
@@ -145,21 +145,12 @@ def uses_chat_template(tok: Any, wanted: bool) -> bool:
 def encode_prompts(
     tok: Any, prompts: list[str], context: int, max_new: int, chat: bool = False
 ) -> list[list[int]]:
-    """Token ids per prompt (BOS alone for an empty prompt); error if it cannot fit.
-
-    `chat`: each prompt becomes one user turn of the tokenizer's chat template, with the
-    generation prompt, tokenized without adding special tokens: the template writes its
-    own (a BOS added again would be doubled), as `apply_chat_template(tokenize=True)` does.
-    """
+    """Token ids per prompt (`models.generate.prompt_ids`, as one chat turn when `chat`);
+    error if a prompt is empty without a BOS token or cannot fit."""
     rows = []
     for prompt in prompts:
-        if chat:
-            turn = [{"role": "user", "content": prompt}]
-            text = tok.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
-            ids = tok(text, add_special_tokens=False).input_ids
-        else:
-            ids = tok(prompt).input_ids or [tok.bos_token_id]
-        if not ids or ids[0] is None:
+        ids = prompt_ids(tok, prompt, chat)
+        if not ids:
             raise RayworksError(f"prompt {len(rows)} is empty and the tokenizer has no BOS token.")
         rows.append(ids)
     return check_fits_context(rows, context, max_new)

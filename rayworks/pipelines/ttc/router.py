@@ -50,7 +50,7 @@ from rayworks.pipelines.ttc.router_api import (
 )
 from rayworks.pipelines.ttc.router_core import Job, Query, Sampling, WindowBatcher, run_window
 from rayworks.platform.access import check_bind
-from rayworks.platform.completion_engine import CompletionEngine, encode_prompts
+from rayworks.platform.completion_engine import CompletionEngine, request_prompt_ids
 from rayworks.platform.openai_api import (
     APIError,
     CompletionRequest,
@@ -230,7 +230,7 @@ class Router:
         check_limits(limits, body.measures())
         cfg, budget, cap, aggregate = resolve_ttc(body, self.settings, self.oracle is not None)
         model = self.pick_model(body.model)
-        encoded = encode_prompts(self.tokenizers[model], self.contexts[model], prompts)
+        encoded = request_prompt_ids(self.tokenizers[model], self.contexts[model], prompts)
         check_prompt_tokens(limits, encoded, "messages" if isinstance(body, ChatBody) else "prompt")
         sampling = Sampling(model, body.max_tokens, body.temperature, body.top_p, body.stops())
         queries = [
