@@ -35,10 +35,25 @@ class StdlibLMConfig(Config):
     val_fraction: float = Field(0.05, gt=0, lt=1, description="files held out (recipe: 5%)")
     seq_len: int = Field(128, ge=8, description="characters per row (recipe: 128)")
     batch_size: int = Field(32, ge=1, description="rows per step (recipe: 32)")
-    steps: int = Field(450, ge=1, description="optimizer steps (recipe: 1500; scaled)")
+    steps: int = Field(1500, ge=1, description="optimizer steps (recipe: 1500)")
     lr: float = Field(3e-3, gt=0, le=1, description="peak AdamW learning rate")
     warmup_steps: int = Field(30, ge=0, description="linear warmup steps")
     threads: int = Field(1, ge=1, description="torch threads for training and evaluation")
+    seed: int | None = Field(
+        None,
+        ge=0,
+        description="LM training seed (init, batch order, held-out files); None = the run's "
+        "seed. Fixing it reruns the compression sweep on one LM with another run seed",
+    )
+    monitor_rows: int = Field(
+        128,
+        ge=1,
+        description="last held-out rows scored during training (the LM's validation split; "
+        "the pipeline's test rows are the first eval.val_rows, and must not overlap)",
+    )
+    monitor_every: int = Field(
+        100, ge=1, description="steps between validation bits/char passes during training"
+    )
 
 
 class EvalConfig(Config):
@@ -46,6 +61,10 @@ class EvalConfig(Config):
     logit_rows: int = Field(4, ge=1, description="held-out rows for the attention-logit error")
     throughput_rows: int = Field(8, ge=1, description="rows per forward in the tokens/s timing")
     throughput_reps: int = Field(5, ge=0, description="timed forwards per model (0 = skip)")
+    bootstrap_resamples: int = Field(
+        2000, ge=100, description="bootstrap resamples of the val rows for bits/char intervals"
+    )
+    ci_level: float = Field(0.95, gt=0, lt=1, description="bootstrap interval level")
 
 
 class LeSTDConfig(PipelineConfig):
@@ -64,6 +83,8 @@ class LeSTDConfig(PipelineConfig):
                 "batch_size": 8,
                 "steps": 60,
                 "warmup_steps": 5,
+                "monitor_rows": 4,
+                "monitor_every": 30,
             },
             "eval": {"val_rows": 8, "logit_rows": 2, "throughput_rows": 2, "throughput_reps": 1},
         },

@@ -69,18 +69,41 @@ def lm_config(cfg: StdlibLMConfig, seed: int) -> LMConfig:
     )
 
 
-def train(cfg: LMConfig, out: Path) -> dict[str, float]:
-    """Train `cfg` with the `lm_plain` loop and save model, tokenizer and held-out rows."""
+def monitor_slice(n_val: int, monitor_rows: int) -> slice:
+    """The LM's validation rows: the last `monitor_rows` held-out rows (all if fewer)."""
+    return slice(max(0, n_val - monitor_rows), n_val)
+
+
+def train(
+    cfg: LMConfig, out: Path, monitor_rows: int = 128, monitor_every: int = 100
+) -> dict[str, float]:
+    """Train `cfg` with the `lm_plain` loop and save model, tokenizer and held-out rows.
+
+    Every `monitor_every` steps (and at the end) the validation bits/char on the last
+    `monitor_rows` held-out rows is written to `train_log.jsonl` (`val_bpc`): the split that
+    chooses the LM's budget and schedule. The pipeline's reported (test) bits/char uses the
+    first `eval.val_rows` held-out rows, which it checks are disjoint from these.
+    """
     tokenizer, data = prepare(cfg)
     torch.manual_seed(cfg.seed)
     model = decoder_for(cfg.model, tokenizer)
+    monitor = data.val_ids[monitor_slice(len(data.val_ids), monitor_rows)]
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "train_log.jsonl").open("w")
+    last = cfg.train.max_steps
+    val_bpc = math.nan
     for step, loss, _ in plain_steps(model, data, cfg):
-        if (step + 1) % 50 == 0 or step + 1 == cfg.train.max_steps:
+        done = step + 1
+        if done % monitor_every == 0 or done == last:
+            model.eval()
+            with torch.no_grad():
+                total, count = loss_sum(model, monitor, monitor, 16)
+            model.train()
+            val_bpc = total / max(1, count) / math.log(2)
             elapsed = time.perf_counter() - started
-            log.write(json.dumps({"step": step + 1, "loss": loss, "s": elapsed}) + "\n")
+            record = {"step": done, "loss": loss, "val_bpc": val_bpc, "s": elapsed}
+            log.write(json.dumps(record) + "\n")
             log.flush()
     log.close()
     model.eval()
@@ -89,6 +112,7 @@ def train(cfg: LMConfig, out: Path) -> dict[str, float]:
         "train_s": time.perf_counter() - started,
         "final_train_loss": float(loss),
         "lm_val_bpc": total / max(1, count) / math.log(2),
+        "lm_monitor_bpc": val_bpc,
         "train_rows": len(data.train_ids),
         "val_rows": len(data.val_ids),
     }
@@ -99,11 +123,24 @@ def train(cfg: LMConfig, out: Path) -> dict[str, float]:
     return stats
 
 
+def lm_folder(cfg: StdlibLMConfig, seed: int, cache_root: Path) -> tuple[Path, LMConfig]:
+    """Cache folder and platform config of the LM for run seed `seed` (`cfg.seed` wins).
+
+    The folder name hashes the platform `lm` config only (data, model, schedule, seed), so
+    the monitoring knobs do not change it and other pipelines find the same LM.
+    """
+    full = lm_config(cfg, seed if cfg.seed is None else cfg.seed)
+    return cache_root / "lestd_lm" / f"lm-{digest(full.model_dump_json())}", full
+
+
 def cached_lm(cfg: StdlibLMConfig, seed: int, cache_root: Path) -> tuple[Path, dict[str, float]]:
-    """The trained LM's folder (built once per (config, seed)) and its training stats."""
-    full = lm_config(cfg, seed)
-    folder = cache_root / "lestd_lm" / f"lm-{digest(full.model_dump_json())}"
-    locked_build(folder, folder / "train.json", lambda: train(full, folder))
+    """The trained LM's folder (built once per (config, LM seed)) and its training stats."""
+    folder, full = lm_folder(cfg, seed, cache_root)
+    locked_build(
+        folder,
+        folder / "train.json",
+        lambda: train(full, folder, cfg.monitor_rows, cfg.monitor_every),
+    )
     return folder, json.loads((folder / "train.json").read_text())
 
 

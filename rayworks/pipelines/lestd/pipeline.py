@@ -11,7 +11,11 @@ LeSTD without refit.
 One run trains (or reuses) the LM, then for every ratio evaluates `method` and each of
 `compare` on the same held-out rows, logging one record per ratio (step = ratio; compared
 methods' keys are prefixed `<method>_`). A ratio a method cannot meet is logged with
-`reachable=0` and no metrics. Artifacts: `table.jsonl`, `table.md`, `bpc_vs_ratio.png`.
+`reachable=0` and no metrics. Every bits/char carries a percentile-bootstrap interval over
+the held-out rows (`val_bpc_lo`, `val_bpc_hi`), and every rival's bits/char minus
+`method`'s a paired one (the same resampled rows for both models: `<rival>_diff`,
+`<rival>_diff_lo`, `<rival>_diff_hi`; above 0 = `method` better). Artifacts: `table.jsonl`,
+`table.md`, `bpc_vs_ratio.png`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from rayworks.pipelines.lestd.compress import (
@@ -30,13 +35,31 @@ from rayworks.pipelines.lestd.compress import (
     layer_memos,
 )
 from rayworks.pipelines.lestd.config import EvalConfig, LeSTDConfig
-from rayworks.pipelines.lestd.evaluate import attention_logit_error, bits_per_char, tokens_per_s
+from rayworks.pipelines.lestd.evaluate import (
+    attention_logit_error,
+    percentile_interval,
+    resampled_bpc,
+    row_nll,
+    tokens_per_s,
+)
 from rayworks.pipelines.lestd.lm import cached_lm, load_lm
 from rayworks.pipelines.lestd.report import pass_rule, write_plot, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import Arm, pipeline
 
 REPORT = ("logit_err", "weight_err", "achieved_ratio", "speedup", "dense_val_bpc")
+
+
+def bpc_with_interval(
+    model: torch.nn.Module, val: torch.Tensor, ev: EvalConfig, seed: int
+) -> tuple[dict[str, float], np.ndarray]:
+    """Bits/char of `model` on `val`, its bootstrap interval, and the resampled statistics
+    (kept for paired differences: the same `seed` and rows resample the same way)."""
+    nll, counts = row_nll(model, val)
+    stats = resampled_bpc(nll, counts, ev.bootstrap_resamples, seed)
+    lo, hi = percentile_interval(stats, ev.ci_level)
+    point = float(nll.sum() / (counts.sum() * math.log(2)))
+    return {"val_bpc": point, "val_bpc_lo": lo, "val_bpc_hi": hi}, stats
 
 
 def stage_options(cfg: LeSTDConfig) -> StageOptions:
@@ -51,9 +74,10 @@ def stage_options(cfg: LeSTDConfig) -> StageOptions:
 
 @torch.no_grad()
 def measure(
-    model: torch.nn.Module, comp: Compressed, val: torch.Tensor, ev: EvalConfig
-) -> dict[str, float]:
-    """Quality, exactness of the compressed domain, and tokens/s vs dense for one model."""
+    model: torch.nn.Module, comp: Compressed, val: torch.Tensor, ev: EvalConfig, seed: int
+) -> tuple[dict[str, float], np.ndarray]:
+    """Quality (with its bootstrap statistics), exactness of the compressed domain, and
+    tokens/s vs dense for one model."""
     probe = val[: ev.logit_rows]
     gap = (
         (
@@ -63,9 +87,10 @@ def measure(
         .abs()
         .max()
     )
+    quality, stats = bpc_with_interval(comp.compressed, val[: ev.val_rows], ev, seed)
     row = {
         "reachable": 1.0,
-        "val_bpc": bits_per_char(comp.compressed, val[: ev.val_rows]),
+        **quality,
         "logit_err": attention_logit_error(model, comp.reconstructed, probe),
         "domain_gap": float(gap),
         **comp.stats,
@@ -81,7 +106,7 @@ def measure(
             dense_tokens_per_s=tps["dense"],
             speedup=tps["compressed"] / tps["dense"],
         )
-    return row
+    return row, stats
 
 
 def evaluate_method(
@@ -91,11 +116,20 @@ def evaluate_method(
     ratio: int,
     cfg: LeSTDConfig,
     val: torch.Tensor,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], np.ndarray | None]:
     comp = compress_model(model, memos, method, ratio, stage_options(cfg))
     if comp is None:
-        return {"reachable": 0.0}
-    return measure(model, comp, val, cfg.eval)
+        return {"reachable": 0.0}, None
+    return measure(model, comp, val, cfg.eval, cfg.seed)
+
+
+def check_rows(cfg: LeSTDConfig, n_val: int) -> None:
+    """The reported (test) rows and the LM's validation rows must be disjoint."""
+    if cfg.eval.val_rows + cfg.lm.monitor_rows > n_val:
+        raise ValueError(
+            f"eval.val_rows={cfg.eval.val_rows} + lm.monitor_rows={cfg.lm.monitor_rows} "
+            f"exceed the LM's {n_val} held-out rows: test rows would overlap validation rows"
+        )
 
 
 def run_lestd(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
@@ -103,23 +137,36 @@ def run_lestd(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
     torch.set_num_threads(cfg.lm.threads)
     folder, lm_stats = cached_lm(cfg.lm, cfg.seed, ctx.cache_root)
     model, val = load_lm(folder)
-    dense_bpc = bits_per_char(model, val[: cfg.eval.val_rows])
+    check_rows(cfg, len(val))
+    dense, _ = bpc_with_interval(model, val[: cfg.eval.val_rows], cfg.eval, cfg.seed)
+    dense_bpc = dense["val_bpc"]
     memos = layer_memos(model, cfg.hooi_iters)
     methods: list[Method] = [cfg.method, *cfg.compare]
     ctx.progress(max(cfg.ratios), f"lestd {cfg.method} ({len(methods)} methods)")
     table: list[dict[str, Any]] = []
-    summary: dict[str, float] = {"dense_val_bpc": dense_bpc, **lm_stats}
+    summary: dict[str, float] = {f"dense_{k}": v for k, v in dense.items()} | lm_stats
     for ratio in sorted(cfg.ratios):
         record: dict[str, float] = {}
+        boot: dict[str, np.ndarray] = {}
         for method in methods:
-            row = evaluate_method(model, memos, method, ratio, cfg, val)
-            table.append({"method": method, "ratio": ratio, **row})
+            row, stats = evaluate_method(model, memos, method, ratio, cfg, val)
+            if stats is not None:
+                boot[method] = stats
             prefix = "" if method == cfg.method else f"{method}_"
+            if method != cfg.method and method in boot and cfg.method in boot:
+                # rival minus method on the same resampled rows: > 0 means method is better
+                diff = boot[method] - boot[cfg.method]
+                lo, hi = percentile_interval(diff, cfg.eval.ci_level)
+                row.update(diff=row["val_bpc"] - record["val_bpc"], diff_lo=lo, diff_hi=hi)
+            table.append({"method": method, "ratio": ratio, **row})
             record.update({prefix + k: v for k, v in row.items()})
             summary[f"{prefix}reachable_r{ratio}"] = row["reachable"]
             if row["reachable"]:
-                summary[f"{prefix}val_bpc_r{ratio}"] = row["val_bpc"]
-                summary[f"{prefix}logit_err_r{ratio}"] = row["logit_err"]
+                for key in ("val_bpc", "val_bpc_lo", "val_bpc_hi", "logit_err"):
+                    summary[f"{prefix}{key}_r{ratio}"] = row[key]
+                for key in ("diff", "diff_lo", "diff_hi"):
+                    if key in row:
+                        summary[f"{prefix}{key}_r{ratio}"] = row[key]
             if method == cfg.method and ratio == cfg.headline_ratio:
                 summary.update({k: v for k, v in row.items() if k != "reachable"})
         ctx.log(ratio, **record)

@@ -39,25 +39,34 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     return format(row[key], fmt) if key in row else "-"
 
 
+def _interval(row: dict[str, Any], key: str) -> str:
+    if f"{key}_lo" not in row:
+        return "-"
+    return f"{row[key]:.4f} [{row[f'{key}_lo']:.4f}, {row[f'{key}_hi']:.4f}]"
+
+
 def write_table(ctx: RunContext, table: list[dict[str, Any]], dense_bpc: float) -> Path:
+    """Markdown table; bits/char and the paired "rival - method" difference carry their
+    bootstrap intervals in brackets."""
     ctx.write_jsonl("table.jsonl", table)
     lines = [
         f"Dense model: {dense_bpc:.4f} bits/char.",
         "",
-        "| ratio | method | achieved | val bits/char | Δ vs dense | logit err | weight err "
-        "| R1 / R2 or rank | core density | tokens/s vs dense |",
-        "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|",
+        "| ratio | method | achieved | val bits/char [CI] | Δ vs dense | this - method [CI] "
+        "| logit err | weight err | R1 / R2 or rank | core density | tokens/s vs dense |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in table:
         if not r["reachable"]:
             lines.append(
-                f"| {r['ratio']} | {r['method']} | unreachable | - | - | - | - | - | - | - |"
+                f"| {r['ratio']} | {r['method']} | unreachable | - | - | - | - | - | - | - | - |"
             )
             continue
         ranks = f"{r['r1']:.1f} / {r['r2']:.1f}" if "r1" in r else f"rank {r['rank']:.0f}"
         lines.append(
-            f"| {r['ratio']} | {r['method']} | {r['achieved_ratio']:.2f} | {r['val_bpc']:.4f} "
-            f"| {r['val_bpc'] - dense_bpc:+.4f} | {r['logit_err']:.4f} | {r['weight_err']:.4f} "
+            f"| {r['ratio']} | {r['method']} | {r['achieved_ratio']:.2f} "
+            f"| {_interval(r, 'val_bpc')} | {r['val_bpc'] - dense_bpc:+.4f} "
+            f"| {_interval(r, 'diff')} | {r['logit_err']:.4f} | {r['weight_err']:.4f} "
             f"| {ranks} | {_cell(r, 'density', '.3f')} | {_cell(r, 'speedup', '.2f')} |"
         )
     path = ctx.artifacts_dir / "table.md"

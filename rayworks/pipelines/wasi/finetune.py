@@ -20,13 +20,14 @@ from torch import nn
 from rayworks.data.digits import Digits, load_digits_splits
 from rayworks.models.vit import ViT, load_vit, vit_macs
 from rayworks.models.vit_train import accuracy, train_classifier
-from rayworks.pipelines.wasi.config import Setting, WASIConfig
+from rayworks.pipelines.wasi.config import Setting, UpdateRule, WASIConfig
 from rayworks.pipelines.wasi.lora import apply_lora
 from rayworks.pipelines.wasi.memory import (
     BYTES,
     activation_elements,
     layer_macs,
     peak_rss_probe,
+    saved_bytes_by_type,
     saved_tensor_bytes,
     weight_elements,
 )
@@ -35,14 +36,24 @@ from rayworks.pipelines.wasi.wasi_linear import WASILinear, target_modules, wrap
 
 @dataclass(frozen=True)
 class SettingSpec:
-    """One row of the table: `kind` and, for WASI / WSI, the truncation threshold ε."""
+    """One row of the table: `kind`, for WASI / WSI the truncation threshold ε, and the
+    weight rule `update` (full: the paper's; factors: L, R trained directly)."""
 
     kind: Setting
     eps: float | None = None
+    update: UpdateRule = "full"
+
+    @property
+    def variant(self) -> str:
+        """The `WASILinear` variant (wasi_factors is WASI with the factors rule)."""
+        return "wasi" if self.kind == "wasi_factors" else self.kind
 
     @property
     def label(self) -> str:
-        return self.kind if self.eps is None else f"{self.kind}_e{round(self.eps * 100):02d}"
+        name = self.variant
+        if self.update == "factors" and self.variant in ("wasi", "wsi"):
+            name += "_factors"
+        return name if self.eps is None else f"{name}_e{round(self.eps * 100):02d}"
 
 
 def plan_settings(cfg: WASIConfig) -> list[SettingSpec]:
@@ -50,9 +61,11 @@ def plan_settings(cfg: WASIConfig) -> list[SettingSpec]:
     out: list[SettingSpec] = []
     for kind in cfg.settings:
         if kind == "wasi":
-            out += [SettingSpec("wasi", e) for e in cfg.eps_list]
+            out += [SettingSpec("wasi", e, cfg.update) for e in cfg.eps_list]
+        elif kind == "wasi_factors":
+            out += [SettingSpec("wasi_factors", e, "factors") for e in cfg.eps_list]
         elif kind == "wsi":
-            out.append(SettingSpec("wsi", cfg.ablation_eps))
+            out.append(SettingSpec("wsi", cfg.ablation_eps, cfg.update))
         else:
             out.append(SettingSpec(kind))
     return out
@@ -66,8 +79,16 @@ def build_model(
     model = load_vit(base)
     torch.manual_seed(seed)
     model.head = nn.Linear(model.spec.d_model, len(cfg.target_classes))
-    if spec.kind in ("wasi", "wsi", "asi"):
-        wrap_model(model, spec.kind, cfg.targets, spec.eps or 1.0, cfg.act_energy, seed)
+    if spec.variant in ("wasi", "wsi", "asi"):
+        wrap_model(
+            model,
+            spec.variant,  # type: ignore[arg-type]
+            cfg.targets,
+            spec.eps or 1.0,
+            cfg.act_energy,
+            seed,
+            spec.update,
+        )
     params = list(model.parameters())
     if spec.kind == "lora":
         params = apply_lora(model, cfg.targets, cfg.lora_rank, cfg.lora_alpha, seed)
@@ -81,11 +102,16 @@ def load_target_data(cfg: WASIConfig) -> Digits:
 
 
 def probe_batch(cfg: WASIConfig, data: Digits | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `finetune.batch_size` training images (no augmentation): the fixed batch
-    of the memory measurements."""
+    """`mem_batch` training images (no augmentation; the training split repeated in order
+    when it is smaller): the fixed batch of the memory measurements."""
     split = (data or load_target_data(cfg)).train
-    n = min(cfg.finetune.batch_size, len(split))
-    return split.x[:n], split.y[:n]
+    index = torch.arange(cfg.mem_batch) % len(split)
+    return split.x[index], split.y[index]
+
+
+def setting_lr(cfg: WASIConfig, spec: SettingSpec) -> float:
+    """The setting's peak learning rate: `setting_lr[kind]`, else `finetune.lr`."""
+    return cfg.setting_lr.get(spec.kind, cfg.finetune.lr)
 
 
 def _layer_dims(layer: nn.Module) -> tuple[int, int]:
@@ -102,10 +128,12 @@ def analytic_costs(
     rows, wrapped_fwd_dense, dense_act = [], 0, 0
     for name, layer in layers.items():
         i, o = _layer_dims(layer)
-        rank = layer.rank if isinstance(layer, WASILinear) and spec.kind != "asi" else None
+        wrapped = isinstance(layer, WASILinear) and layer.mode != "dense"
+        rank = layer.rank if wrapped else None
+        full = wrapped and layer.mode == "full"
         comp = getattr(layer, "compressor", None)
         ranks = comp.ranks if comp is not None else None
-        macs = layer_macs(b, n, i, o, rank, ranks)
+        macs = layer_macs(b, n, i, o, rank, ranks, full)
         if spec.kind == "lora":  # adapter forward, input and adapter-weight gradients
             extra = b * n * cfg.lora_rank * (i + o)
             macs = {"forward": macs["forward"] + extra, "train": 2 * macs["forward"] + 4 * extra}
@@ -117,7 +145,7 @@ def analytic_costs(
                 "weight_rank": rank,
                 "act_ranks": list(ranks) if ranks else None,
                 "act_bytes": BYTES * activation_elements(b, n, i, ranks),
-                "weight_bytes": BYTES * weight_elements(o, i, rank),
+                "weight_bytes": BYTES * weight_elements(o, i, rank, full),
                 "fwd_macs": macs["forward"],
                 "train_macs": macs["train"],
             }
@@ -160,7 +188,8 @@ def run_setting(
 ) -> dict[str, Any]:
     """Fine-tune one setting and measure it; returns the table row."""
     model, params, layers = build_model(base, spec, cfg, seed)
-    train_cfg = cfg.finetune.model_copy(update={"seed": seed})
+    lr = setting_lr(cfg, spec)
+    train_cfg = cfg.finetune.model_copy(update={"seed": seed, "lr": lr})
     cpu, wall = [time.process_time()], [time.perf_counter()]
 
     def step_hook(step: int, loss: float) -> None:
@@ -176,6 +205,8 @@ def run_setting(
         "setting": spec.label,
         "kind": spec.kind,
         "eps": spec.eps,
+        "update": spec.update if spec.variant in ("wasi", "wsi") else None,
+        "lr": lr,
         "val_accuracy": metrics["val_accuracy"],
         "test_accuracy": accuracy(model, data.test),
         "train_loss": metrics["train_loss"],
@@ -185,15 +216,24 @@ def run_setting(
         "trainable_params": sum(p.numel() for p in params),
         "infer_ms": _latency_ms(model, data.test.x[: cfg.finetune.batch_size], cfg.latency_reps),
     }
-    x, y = probe_batch(cfg, data)
-    row.update(analytic_costs(model, layers, spec, cfg, len(y)))
-    model.train()  # after evaluation: WASI's refresh is lossless, ranks are already fixed
+    row.update(analytic_costs(model, layers, spec, cfg, cfg.finetune.batch_size))
+    x, y = probe_batch(cfg, data)  # memory: the large probe batch, analytic and measured
+    mem = analytic_costs(model, layers, spec, cfg, len(y))
+    for key in ("act_bytes_per_layer", "act_bytes_dense_per_layer"):
+        row[key] = mem[key]
+    for layer_row, mem_row in zip(row["layers"], mem["layers"], strict=True):
+        layer_row["act_bytes"] = mem_row["act_bytes"]
+    row["mem_batch"] = len(y)
+    model.train()  # after evaluation: the refresh is one more projection, ranks are fixed
     total, per_layer = saved_tensor_bytes(
         model, lambda: nn.functional.cross_entropy(model(x), y), layers
     )
+    _, by_type = saved_bytes_by_type(model, lambda: nn.functional.cross_entropy(model(x), y))
     model.eval()
     row["saved_bytes_total"] = total
     row["saved_bytes_per_layer"] = sum(per_layer.values()) / len(per_layer)
+    row["saved_bytes_wrapped"] = sum(per_layer.values())
+    row["saved_bytes_by_type"] = by_type
     for layer_row in row["layers"]:
         layer_row["saved_bytes"] = per_layer[layer_row["layer"]]
     if cfg.measure_rss:
@@ -201,6 +241,12 @@ def run_setting(
             "base": str(base),
             "setting": asdict(spec),
             "steps": cfg.rss_steps,
+            "lr": lr,
+            "act_ranks": {
+                name: list(comp.ranks)
+                for name, layer in layers.items()
+                if (comp := getattr(layer, "compressor", None)) is not None and comp.ranks
+            },
             "config": {**cfg.model_dump(mode="json"), "seed": seed},
         }
         row.update(peak_rss_probe(request))

@@ -33,6 +33,7 @@ LOG_KEYS = (
     "weight_bytes_per_layer",
     "saved_bytes_per_layer",
     "saved_bytes_total",
+    "saved_bytes_wrapped",
     "train_macs_per_step",
     "infer_macs_per_image",
     "rss_train_mb",
@@ -68,9 +69,10 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
     ctx.write_jsonl("settings.jsonl", rows)
     (ctx.artifacts_dir / "table.md").write_text(markdown(rows))
     plot(rows, ctx.artifacts_dir / "wasi.png")
-    label = SettingSpec(cfg.method, cfg.headline_eps if cfg.method == "wasi" else None).label
-    if cfg.method == "wsi":
-        label = SettingSpec("wsi", cfg.ablation_eps).label
+    method = cfg.method
+    eps = {"wasi": cfg.headline_eps, "wasi_factors": cfg.headline_eps, "wsi": cfg.ablation_eps}
+    update = "factors" if method == "wasi_factors" else cfg.update
+    label = SettingSpec(method, eps.get(method), update).label
     return summarize(rows, label)
 
 
@@ -93,6 +95,7 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
     ablations={
         "attn": ("targets=[fc1,fc2,q,k,v,o]", *ONE_SETTING),
         "act95": ("act_energy=0.95", *ONE_SETTING),
+        "factors": ("update=factors", *ONE_SETTING),
     },
     report=REPORT,
 )

@@ -1,4 +1,8 @@
-"""The results table (markdown), the summary numbers and the pass rule, and the plot."""
+"""The results table (markdown), the summary numbers and the pass rule, and the plot.
+
+Memory columns are measured on the `mem_batch` probe batch; MACs and CPU time per step on
+the training batch.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ PASS_ACT_RATIO = 10.0  # ≥ 10x less analytic activation memory in the wrapped 
 
 COLUMNS = (
     ("setting", "setting", "{}"),
+    ("lr", "lr", "{:g}"),
     ("test_accuracy", "test acc", "{:.3f}"),
     ("val_accuracy", "val acc", "{:.3f}"),
     ("act_kib", "act KiB/layer (analytic)", "{:.1f}"),
     ("act_ratio", "act x less", "{:.1f}"),
     ("saved_kib", "saved KiB/layer (measured)", "{:.1f}"),
     ("saved_total_mib", "saved MiB model (measured)", "{:.2f}"),
+    ("saved_wrapped_mib", "of which wrapped layers", "{:.2f}"),
     ("weight_kib", "weight KiB/layer", "{:.1f}"),
     ("rss_train_mb", "peak RSS +MB (measured)", "{:.1f}"),
     ("train_gmacs", "train GMAC/step", "{:.3f}"),
@@ -34,12 +40,14 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         flat = {
             "setting": r["setting"],
+            "lr": r.get("lr"),
             "test_accuracy": r["test_accuracy"],
             "val_accuracy": r["val_accuracy"],
             "act_kib": r["act_bytes_per_layer"] / 1024,
             "act_ratio": r["act_bytes_dense_per_layer"] / r["act_bytes_per_layer"],
             "saved_kib": r["saved_bytes_per_layer"] / 1024,
             "saved_total_mib": r["saved_bytes_total"] / 2**20,
+            "saved_wrapped_mib": r["saved_bytes_wrapped"] / 2**20,
             "weight_kib": r["weight_bytes_per_layer"] / 1024,
             "rss_train_mb": r.get("rss_train_mb"),
             "train_gmacs": r["train_macs_per_step"] / 1e9,
@@ -77,6 +85,10 @@ def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]
     for label, r in flat.items():
         out[f"acc_{label}"] = r["test_accuracy"]
         out[f"act_ratio_{label}"] = r["act_ratio"]
+        out[f"val_{label}"] = by_label[label]["val_accuracy"]
+        out[f"saved_mib_{label}"] = r["saved_total_mib"]
+        if r["rss_train_mb"] is not None:
+            out[f"rss_mb_{label}"] = r["rss_train_mb"]
         if r["cpu_ratio"] is not None:
             out[f"cpu_ratio_{label}"] = r["cpu_ratio"]
     vanilla = next((r for r in rows if r["kind"] == "vanilla"), None)
@@ -104,6 +116,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         eps = [r["eps"] for r in wasi]
         ax1.plot(eps, [r["test_accuracy"] for r in wasi], "o-", label="WASI")
         ax2.plot(eps, [r["act_bytes_per_layer"] / 1024 for r in wasi], "o-", label="WASI")
+    factors = sorted((r for r in rows if r["kind"] == "wasi_factors"), key=lambda r: r["eps"])
+    if factors:
+        eps = [r["eps"] for r in factors]
+        ax1.plot(eps, [r["test_accuracy"] for r in factors], "s--", label="WASI (factors)")
+        ax2.plot(eps, [r["act_bytes_per_layer"] / 1024 for r in factors], "s--", label="factors")
     styles = {"vanilla": "k--", "wsi": "g:", "asi": "m-.", "lora": "r--"}
     for r in rows:
         if r["kind"] in styles:

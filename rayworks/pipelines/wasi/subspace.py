@@ -5,8 +5,14 @@ W ∈ R^{OxI}; its input activation is X ∈ R^{BxNxI} (batch, tokens, features)
 
 - Weights (algorithm step 1): W = U S Vᵀ, keep the smallest rank k whose cumulative σ²
   share reaches the truncation threshold ε; L = U_k (Oxk), R = S_k V_kᵀ (kxI).
-- Weights (step 5): one warm-started subspace iteration per training step,
-  q = Wᵀ L_prev, L ← QR(W q), R ← Lᵀ W, evaluated on the factors without building W.
+- Weights (step 5), the paper's rule (`update="full"`): the optimiser updates a full W with
+  the W-shaped gradient; before the next training forward one warm-started subspace
+  iteration projects it back to rank k: q = Wᵀ L_prev, L ← QR(W q), R ← Lᵀ W, so that the
+  forward uses L R = L Lᵀ W, the orthogonal projection of the updated W onto the refreshed
+  rank-k column space (`weight_projection_iteration`).
+- Weights (step 5), our factor-training variant (`update="factors"`): L and R themselves
+  are trained and the same iteration runs on W = L R without building W; it only
+  re-orthonormalises L (L' R' = L R, `weight_subspace_iteration`).
 - Activations (step 3): Tucker / HOSVD with fixed per-mode ranks (K1, K2, K3); each factor
   from one warm-started power iteration U_n ← QR(X_(n) X_(n)ᵀ U_n^prev), the first one from
   a seeded Gaussian; core S = X x1 U1ᵀ x2 U2ᵀ x3 U3ᵀ.
@@ -50,6 +56,20 @@ def orthonormal_basis(a: Tensor) -> Tensor:
     q, r = torch.linalg.qr(a)
     signs = torch.sign(torch.diagonal(r))
     return q * torch.where(signs == 0, torch.ones_like(signs), signs)
+
+
+def weight_projection_iteration(weight: Tensor, left: Tensor) -> tuple[Tensor, Tensor]:
+    """Step 5 of the paper on a full W [O, I]: q = Wᵀ L_prev, L = QR(W q), R = Lᵀ W.
+
+    The warm start `left` [O, k] is the previous step's basis. L R = L Lᵀ W is the
+    orthogonal projection of W onto span(L), i.e. W projected back to rank k after the
+    optimiser's step on W. The authors' code takes R = qᵀ = L_prevᵀ W (one iteration behind);
+    we take R from the refreshed L so that L R is a projection (a named choice).
+    Returns L [O, k], R [k, I].
+    """
+    q = weight.T @ left  # [I, k]
+    new_left = orthonormal_basis(weight @ q)  # [O, k]
+    return new_left, new_left.T @ weight
 
 
 def weight_subspace_iteration(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor]:

@@ -17,6 +17,13 @@ def test_smoke_run_through_cli(smoke_run) -> None:
         assert 0 < r["density"] <= 1 and r["logit_err"] > 0
     assert summary["val_bpc"] == pytest.approx(summary["val_bpc_r16"])
     assert summary["lm_val_bpc"] > 0 and "pass_rule" in summary
+    for prefix in ("", "tucker_", "svd_", "lestd_norefit_"):
+        lo, mid, hi = (summary[f"{prefix}val_bpc{k}_r16"] for k in ("_lo", "", "_hi"))
+        assert lo <= mid <= hi and lo < hi
+    for rival in ("tucker_", "svd_", "lestd_norefit_"):
+        diff = summary[f"{rival}val_bpc_r16"] - summary["val_bpc_r16"]
+        assert summary[f"{rival}diff_r16"] == pytest.approx(diff)
+        assert summary[f"{rival}diff_lo_r16"] <= summary[f"{rival}diff_hi_r16"]
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
     assert {(t["method"], t["ratio"]) for t in table} == {
         (m, r) for m in ("lestd", "lestd_norefit", "tucker", "svd") for r in (4, 16)
@@ -25,3 +32,6 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     assert (run / "artifacts/bpc_vs_ratio.png").stat().st_size > 1000
     [lm] = list(runs.glob("cache/lestd_lm/lm-*/train.json"))
     assert json.loads(lm.read_text())["train_rows"] > 0
+    log = [json.loads(line) for line in (lm.parent / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [30, 60] and all(r["val_bpc"] > 0 for r in log)
+    assert json.loads(lm.read_text())["lm_monitor_bpc"] == pytest.approx(log[-1]["val_bpc"])

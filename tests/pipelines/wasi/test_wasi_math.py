@@ -61,26 +61,39 @@ def test_tucker_is_exact_at_full_ranks_and_power_iteration_finds_a_low_rank_mode
 
 
 def _dense_reference(layer: WASILinear, x: torch.Tensor, g: torch.Tensor):
-    """Autograd through y = x (L R)ᵀ + b with leaf copies: the dense gradients."""
-    leaves = [p.detach().clone().requires_grad_(True) for p in (*layer.weights(), layer.bias)]
+    """Autograd through y = x Wᵀ + b with leaf copies of what the layer trains: W = L R for
+    `factors`, the dense W for `asi`, and for `full` a leaf W_eff = L R (its gradient is the
+    dense ∇W that the full rule applies to W)."""
+    if layer.mode == "full":
+        trained = [(layer.left @ layer.right).detach(), layer.bias]
+    else:
+        trained = [*layer.weights(), layer.bias]
+    leaves = [p.detach().clone().requires_grad_(True) for p in trained]
     xd = x.detach().clone().requires_grad_(True)
     w = leaves[0] @ leaves[1] if len(leaves) == 3 else leaves[0]
     (xd @ w.T + leaves[-1]).backward(g)
     return xd.grad, [p.grad for p in leaves]
 
 
-@pytest.mark.parametrize("variant", ["wasi", "wsi", "asi"])
-def test_factored_gradient_equals_the_dense_gradient_at_full_ranks(variant: str) -> None:
+@pytest.mark.parametrize(
+    ("variant", "update"),
+    [("wasi", "full"), ("wasi", "factors"), ("wsi", "full"), ("wsi", "factors"), ("asi", "full")],
+)
+def test_factored_gradient_equals_the_dense_gradient_at_full_ranks(
+    variant: str, update: str
+) -> None:
     torch.manual_seed(2)
-    layer = WASILinear(nn.Linear(D_IN, D_OUT), variant, eps=1.0, act_energy=1.0, seed=0)
+    layer = WASILinear(nn.Linear(D_IN, D_OUT), variant, 1.0, 1.0, seed=0, update=update)
     x = torch.randn(B, N, D_IN, requires_grad=True)
     g = torch.randn(B, N, D_OUT)
     layer.train()
-    layer(x).backward(g)  # refreshes L, R first (lossless), then the compressed backward
+    layer(x).backward(g)  # refreshes L, R first (lossless at full rank), then the backward
     grad_x, grads = _dense_reference(layer, x, g)
     assert torch.allclose(x.grad, grad_x, atol=1e-4)
-    for p, ref in zip((*layer.weights(), layer.bias), grads, strict=True):
-        assert torch.allclose(p.grad, ref, atol=1e-4), variant
+    trained = [p for p in layer.parameters()]
+    assert len(trained) == len(grads), [n for n, _ in layer.named_parameters()]
+    for p, ref in zip(trained, grads, strict=True):
+        assert torch.allclose(p.grad, ref, atol=1e-4), (variant, update)
 
 
 def test_truncated_ranks_change_the_gradient_and_match_the_papers_contraction() -> None:
