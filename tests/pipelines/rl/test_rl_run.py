@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,45 +167,44 @@ def test_sigkilled_ppo_run_resumes_with_no_step_duplicated_or_skipped(
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
 
 
-def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env):
+def _kill_an_actor_mid_run(
+    cli_env: dict[str, str], pipeline: str, args: list[str], name: Callable[[str], str], skip=()
+) -> Path:
+    """Run `rayworks run PIPELINE --preset smoke ARGS`; once its first step is logged, kill
+    (with restart) the named actor of the run (`name(run_id)`); return the run dir after
+    checking the run still completed."""
     import ray
 
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
+    command = [sys.executable, "-m", "rayworks", "run", pipeline, "--preset", "smoke"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rayworks",
-            "run",
-            "asyppo",
-            "--preset",
-            "smoke",
-            "--no-progress",
-            "--set",
-            "learner.max_steps=10",
-            "--set",
-            "learner.eval_every=5",
-        ],
+        [*command, "--no-progress", *args],
         env=cli_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline, killed = time.time() + 300, False
+    deadline, killed, run_dir = time.time() + 300, False, None
     while not killed and time.time() < deadline and proc.poll() is None:
-        dirs = _run_dirs(runs, "asyppo")
-        metrics = dirs[0] / "metrics.jsonl" if dirs else None
+        dirs = [d for d in _run_dirs(runs, pipeline) if d not in skip]
+        run_dir = dirs[0] if dirs else None
+        metrics = run_dir / "metrics.jsonl" if run_dir else None
         if metrics and metrics.is_file() and '"reward"' in metrics.read_text():
-            actor = ray.get_actor(actor_name(dirs[0].name, 1), namespace=NAMESPACE)
-            ray.kill(actor, no_restart=False)
+            ray.kill(ray.get_actor(name(run_dir.name), namespace=NAMESPACE), no_restart=False)
             killed = True
         time.sleep(0.05)
     output, _ = proc.communicate(timeout=300)
-    assert killed, "the run ended before a critic could be killed:\n" + output[-3000:]
+    assert killed, "the run ended before its actor could be killed:\n" + output[-3000:]
     assert proc.returncode == 0, output[-3000:]
-    summary = json.loads((dirs[0] / "summary.json").read_text())
+    return run_dir
+
+
+def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env):
+    args = ["--set", "learner.max_steps=10", "--set", "learner.eval_every=5"]
+    run_dir = _kill_an_actor_mid_run(cli_env, "asyppo", args, lambda run: actor_name(run, 1))
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["critic_restarts"] == 1
-    steps = [r["step"] for r in _metrics(dirs[0]) if "reward" in r]
+    steps = [r["step"] for r in _metrics(run_dir) if "reward" in r]
     assert steps == list(range(1, 11))
 
 
@@ -216,8 +216,6 @@ def test_async_rollouts_survive_a_killed_engine_and_match_the_colocated_run(
     (lag 1). The killed engine is restarted and reloaded, and the rows it lost are
     generated again from the version they were meant to see: every step of the two runs
     sampled the same responses (same lengths, same rewards)."""
-    import ray
-
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
     args = ["--set", "learner.max_steps=8", "--set", "learner.eval_every=4"]
     args += ["--set", "rollout.mode=async"]
@@ -225,38 +223,13 @@ def test_async_rollouts_survive_a_killed_engine_and_match_the_colocated_run(
     (colocated,) = _run_dirs(runs, "grpo")
     assert json.loads((colocated / "summary.json").read_text())["colocated"] == 1.0
 
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rayworks",
-            "run",
-            "grpo",
-            "--preset",
-            "smoke",
-            "--no-progress",
-            *args,
-            "--set",
-            "rollout.placement=separate",
-        ],
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    separate = _kill_an_actor_mid_run(
+        cli_env,
+        "grpo",
+        [*args, "--set", "rollout.placement=separate"],
+        lambda run: engine_actor_name(run, 0),
+        skip=(colocated,),
     )
-    deadline, killed, separate = time.time() + 300, False, None
-    while not killed and time.time() < deadline and proc.poll() is None:
-        dirs = [d for d in _run_dirs(runs, "grpo") if d != colocated]
-        separate = dirs[0] if dirs else None
-        metrics = separate / "metrics.jsonl" if separate else None
-        if metrics and metrics.is_file() and '"reward"' in metrics.read_text():
-            actor = ray.get_actor(engine_actor_name(separate.name, 0), namespace=NAMESPACE)
-            ray.kill(actor, no_restart=False)
-            killed = True
-        time.sleep(0.05)
-    output, _ = proc.communicate(timeout=300)
-    assert killed, "the run ended before an engine could be killed:\n" + output[-3000:]
-    assert proc.returncode == 0, output[-3000:]
     summary = json.loads((separate / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["colocated"] == 0.0
     assert summary["engine_restarts"] >= 1
