@@ -61,13 +61,15 @@ DEFAULT_OUT = ROOT / "results" / "rl_step.json"
 
 # Per size: the policy (built by rayworks) and the rollout shape; both sides get the same.
 SIZES: dict[str, list[str]] = {
-    "small": [],  # the pipeline defaults: d_model 64, 2 layers, 8 prompts x G=8, 80 new tokens
+    # the pipeline's policy (d_model 64, 2 layers, 80 new tokens), 8 prompts x G=8 per step
+    "small": ["rollout.prompts_per_step=8"],
     "large": [
         "policy.model.d_model=256",
         "policy.model.n_layer=4",
         "policy.model.n_head=4",
         "policy.sft.steps=150",
         "policy.sft.n_test=16",
+        "rollout.prompts_per_step=8",
         "rollout.sampling.max_new_tokens=64",
     ],
 }
