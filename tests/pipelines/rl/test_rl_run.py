@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -56,8 +58,45 @@ def _rewind(run_dir: Path, step: int) -> None:
     shutil.rmtree(run_dir / "ray_train")
 
 
-def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
-    cli(["run", "grpo", "--preset", "smoke", "--no-progress"])
+class FlakyScorer(BaseHTTPRequestHandler):
+    """A batch scoring server whose every third call answers 503, as an overloaded one would."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        FlakyScorer.calls += 1
+        items = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["items"]
+        if FlakyScorer.calls % 3 == 0:
+            status, reply = 503, b"busy"
+        else:
+            scores = [float(i["completion"].strip().endswith(i["answer"])) for i in items]
+            status, reply = 200, json.dumps({"scores": scores}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky_scorer() -> Iterator[str]:
+    FlakyScorer.calls = 0
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FlakyScorer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/score"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env, flaky_scorer):
+    """Also: a weight-0 `http` reward (a monitor: logged, not rewarded, so the run trains as
+    the verifier alone would) on a server that fails every third call; the run completes
+    and counts the retries."""
+    monitor = {"name": "http", "weight": 0, "kwargs": {"url": flaky_scorer, "backoff_s": 0.01}}
+    rewards = json.dumps([{"name": "verifier"}, monitor])
+    cli(["run", "grpo", "--preset", "smoke", "--no-progress", "--set", f"rewards={rewards}"])
     (run_dir,) = _run_dirs(Path(cli_env["RAYWORKS_RUNS_DIR"]), "grpo")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
@@ -82,10 +121,13 @@ def test_grpo_smoke_run_logs_samples_and_exports_the_policy(cli, cli_env):
     ):
         assert isinstance(summary[key], float), key
     assert summary["base_test_kl_base"] == 0.0  # step 0: the policy is the base
+    assert FlakyScorer.calls >= 4  # a call per step, the third failed once
+    assert summary["reward_retries"] == float(FlakyScorer.calls // 3) >= 1.0
     records = _metrics(run_dir)
     assert [r["step"] for r in records if "reward" in r] == [1, 2, 3]
     assert [r["step"] for r in records if "test_accuracy" in r] == [0, 2, 3]
-    assert {"reward/verifier", "entropy", "kl", "clip_frac", "gen_tokens_per_s"} <= set(records[1])
+    logged = {"reward/verifier", "reward/http", "entropy", "kl", "clip_frac", "gen_tokens_per_s"}
+    assert logged <= set(records[1])
     samples = sorted((run_dir / "artifacts" / "samples").glob("step_*.jsonl"))
     assert [p.name for p in samples] == [
         "step_000000.jsonl",
