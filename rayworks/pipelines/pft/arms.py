@@ -41,7 +41,14 @@ def replicate_seed(seed: int, replicate: int) -> int:
     return 1000 * seed + replicate
 
 
-TARGET_ONLY = ("bias_range", "n_target_subjects", "adapt_frames", "test_frames_per_class")
+TARGET_ONLY = (
+    "bias_range",
+    "n_target_subjects",
+    "adapt_frames",
+    "test_frames_per_class",
+    "split",
+    "n_val_subjects",
+)
 
 
 def _source_key(cfg: dict[str, Any], replicate: int) -> dict[str, Any]:

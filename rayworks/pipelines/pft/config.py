@@ -44,14 +44,21 @@ class DataConfig(Config):
         1.5, gt=0, description="texture smoothness (pixels; reconstructed)"
     )
     bias_range: tuple[float, float] = Field(
-        (0.1, 0.3),
-        description="target subjects' resting bias: neutral blended toward their expressive "
-        "template (recipe: 10-30%)",
+        (0.4, 0.6),
+        description="target (and validation) subjects' resting bias: neutral blended toward "
+        "their expressive template (recipe: 10-30%, where the source model is already 95% "
+        "right; default 40-60%, stronger than any source subject's: reconstructed)",
     )
     source_bias_range: tuple[float, float] = Field(
         (0.1, 0.3),
         description="source subjects' resting bias (recipe: the same 10-30% as the targets)",
     )
+    split: Literal["test", "val"] = Field(
+        "test",
+        description="which held-out subjects a run adapts and scores: the test subjects "
+        "(report) or the validation subjects (knob choice; other styles, never a test subject)",
+    )
+    n_val_subjects: int = Field(8, ge=1, description="validation subjects (reconstructed)")
     frame_shift: int = Field(1, ge=0, le=3, description="per-frame random shift ± px (reconstr.)")
     frame_noise: float = Field(0.05, ge=0, description="per-frame pixel noise std (reconstructed)")
 
@@ -92,16 +99,25 @@ class PFTMethodConfig(Config):
     """The translator T and its two stages (reconstructed from code + reviews)."""
 
     hidden: int = Field(64, ge=1, description="T's residual MLP width (recipe: 64-64-64)")
-    own_backbone: bool = Field(
-        True,
-        description="T holds its own copy of F's conv layers (official T_full; reconstructed), "
-        "so the Gram loss acts on T's maps; false = MLP on frozen F(x) only (needs style 0)",
+    translator: Literal["mlp", "pooled_mlp", "conv_copy"] = Field(
+        "mlp",
+        description="T's form: mlp = recipe's residual MLP in feature space, per position of "
+        "F's last map (Gram on its output; reconstructed); pooled_mlp = the MLP on pooled F(x) "
+        "(no Gram possible); conv_copy = own copy of F's conv layers + MLP (official T_full)",
     )
     style_layers: list[int] = Field(
-        default_factory=lambda: [0, 1, 2], description="conv blocks in L_style (code: 0,1,2)"
+        default_factory=lambda: [2],
+        description="conv blocks in L_style (code: 0,1,2; the mlp translator has block 2 only)",
+    )
+    style_norm: Literal["relative", "chw"] = Field(
+        "relative",
+        description="L_style per layer: relative = ‖G_b-G_a‖²/‖G_a‖² (reconstructed, O(0.1)); "
+        "chw = MSE of Grams normalised by C·H·W (code; about 5e-4 here)",
     )
     lambda_expr: float = Field(1.0, ge=0, description="λ_expr (absent from code; recipe 1.0)")
-    lambda_style: float = Field(1.0, ge=0, description="λ_style (absent from code; recipe 1.0)")
+    lambda_style: float = Field(
+        1.0, ge=0, description="λ_style (absent from code; chosen on validation subjects)"
+    )
     pretrain_ce: float = Field(1.0, ge=0, description="weight of CE on y_b in L_src (reconstr.)")
     pretrain_epochs: int = Field(10, ge=0, description="pre-training epochs over pairs (recipe 10)")
     pretrain_lr: float = Field(1e-3, gt=0, description="pre-training Adam lr (reconstructed)")
@@ -159,13 +175,19 @@ class PFTConfig(PipelineConfig):
     def _consistent(self) -> PFTConfig:
         if self.arm in self.compare or len(set(self.compare)) != len(self.compare):
             raise ValueError(f"compare={self.compare} repeats an arm (arm={self.arm!r})")
-        if not self.pft.own_backbone and self.pft.lambda_style > 0:
+        p = self.pft
+        if p.translator == "pooled_mlp" and p.lambda_style > 0:
             raise ValueError(
-                f"pft.lambda_style={self.pft.lambda_style} needs pft.own_backbone=true "
-                "(the Gram loss acts on the translator's own conv maps)"
+                f"pft.lambda_style={p.lambda_style} needs pft.translator=mlp or conv_copy "
+                "(the pooled_mlp translator has no maps for the Gram loss)"
             )
-        if not self.pft.style_layers or any(not 0 <= k <= 2 for k in self.pft.style_layers):
-            raise ValueError(f"pft.style_layers={self.pft.style_layers} must be in 0..2")
+        if not p.style_layers or any(not 0 <= k <= 2 for k in p.style_layers):
+            raise ValueError(f"pft.style_layers={p.style_layers} must be in 0..2")
+        if p.translator == "mlp" and p.lambda_style > 0 and p.style_layers != [2]:
+            raise ValueError(
+                f"pft.style_layers={p.style_layers} must be [2] with pft.translator=mlp "
+                "(T acts on F's last block only; the earlier blocks are F's, frozen)"
+            )
         from rayworks.pipelines.pft.subjects import check_sizes
 
         check_sizes(self.data.model_dump(mode="json"), self.adapt.oracle_frames_per_class)

@@ -19,7 +19,7 @@ import numpy as np
 from rayworks.pipelines.pft.arms import target_piece
 from rayworks.pipelines.pft.config import PFTConfig
 from rayworks.pipelines.pft.report import aggregate, pass_rule, summary_of, write_plot, write_table
-from rayworks.pipelines.pft.subjects import check_sizes
+from rayworks.pipelines.pft.subjects import check_sizes, held_out_subjects
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
 from rayworks.platform.registry import Arm, pipeline
@@ -49,7 +49,7 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     dump = cfg.model_dump(mode="json")
     check_sizes(dump["data"], cfg.adapt.oracle_frames_per_class)
     cache = str(ctx.cache_root)
-    reps, subjects = range(cfg.replicates), range(cfg.data.n_target_subjects)
+    reps, subjects = range(cfg.replicates), range(held_out_subjects(dump["data"]))
     ctx.progress(len(reps) * len(subjects), f"pft {cfg.arm} ({len(cfg.arms())} arms)")
     calls = [
         {"cfg": dump, "replicate": r, "t": t, "cache_root": cache} for t in subjects for r in reps
@@ -101,8 +101,15 @@ def run_pft(cfg: PFTConfig, ctx: RunContext) -> dict[str, float]:
     headline=HEADLINE,
     ablations={
         "no_style": ("pft.lambda_style=0", "compare=[source]"),
-        "mlp_only": ("pft.own_backbone=false", "pft.lambda_style=0", "compare=[source]"),
-        "strong_bias": ("data.bias_range=[0.4, 0.6]",),
+        "pooled_mlp": ("pft.translator=pooled_mlp", "pft.lambda_style=0", "compare=[source]"),
+        "conv_copy": (
+            "pft.translator=conv_copy",
+            "pft.style_layers=[0, 1, 2]",
+            "pft.style_norm=chw",
+            "pft.lambda_style=1",
+            "compare=[source]",
+        ),
+        "mild_bias": ("data.bias_range=[0.1, 0.3]",),
     },
     report=REPORT,
 )

@@ -210,10 +210,23 @@ class TargetSubject:
     style: Style
 
 
+def held_out_subjects(data: dict[str, Any]) -> int:
+    """How many subjects a run adapts: the test subjects or, with `split="val"`, the
+    validation subjects."""
+    return (
+        data["n_val_subjects"] if data.get("split", "test") == "val" else data["n_target_subjects"]
+    )
+
+
 def target_subject(data: dict[str, Any], t: int, oracle_per_class: int) -> TargetSubject:
-    """Target subject t (0-based) rendered from the target pools only."""
+    """Held-out subject t (0-based) rendered from the target pools only: test subject t is
+    subject n_source + t; validation subject t (`split="val"`) is n_source + n_target + t,
+    another style and resting bias, so choosing a knob on it never touches a test subject."""
     k = len(data["classes"])
-    rng, style, imgs, labels, pools = _subject(data, data["n_source_subjects"] + t, "adapt")
+    index = data["n_source_subjects"] + t
+    if data.get("split", "test") == "val":
+        index += data["n_target_subjects"]
+    rng, style, imgs, labels, pools = _subject(data, index, "adapt")
     adapt = _frames(
         data,
         _sample(pools["adapt"], labels, {0: data["adapt_frames"]}, rng),
