@@ -5,7 +5,10 @@ ablation the pipeline registers (role "ablation", named `NAME[label]`: pipeline 
 the ablation's overrides after the bench's; `--no-ablations` leaves them out). Every
 (arm, seed) pair is one run with the same preset and overrides plus `seed=s`; all of them
 are validated before Ray starts, then run as Ray tasks, as many side by side as the
-cluster's CPUs hold (arms interleaved in submission order).
+cluster's CPUs hold (arms interleaved in submission order). A baseline the method's own
+run computes on the same seeds and data (`registry.InRun`, declared by the pipeline) is not
+launched: its row is read from the method's summary of each seed (`split_in_run`), so the
+table keeps every arm and no arm runs twice; bench.md names those arms under the table.
 
 The headline metric is reported per arm as mean and 95% t-interval over seeds. `ratio` in
 bench.json is the method's mean over the first baseline's; the table's ratio column gives,
@@ -49,7 +52,7 @@ from rayworks.platform.bench_stats import as_number, curves, summarize
 from rayworks.platform.cluster import connect
 from rayworks.platform.context import RunContext, default_runs_dir, new_run_id
 from rayworks.platform.launch import remote_run, resources_of
-from rayworks.platform.registry import PipelineSpec, get_pipeline
+from rayworks.platform.registry import InRun, PipelineSpec, get_pipeline
 from rayworks.platform.tracking import Tracker, TrackingConfig, make_tracker
 
 Role = Literal["method", "baseline", "ablation"]
@@ -84,13 +87,26 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished run: its summary, or its error when it failed, and its metrics log."""
+    """A finished run: its summary, or its error when it failed, and its metrics log.
+
+    `prefix` is set for an arm read from the method's run (`in_run`): its keys there carry
+    the prefix, in the summary (already stripped in `summary`) and in the metrics log."""
 
     arm: str
     seed: int
     summary: dict[str, Any] | None
     error: str | None
     metrics_path: Path
+    prefix: str | None = None
+
+
+@dataclass(frozen=True)
+class InRunArm:
+    """A planned arm run the method's run of the same seed computes (`plan[source]`)."""
+
+    run: PlannedRun
+    how: InRun
+    source: int
 
 
 def plan_arms(
@@ -142,6 +158,39 @@ def plan_runs(
                 raise ConfigError(f"ablation {arm.label!r} of {arm.pipeline!r}: {exc}") from None
             plan.append(PlannedRun(arm, spec, cfg))
     return plan
+
+
+def split_in_run(plan: Sequence[PlannedRun]) -> tuple[list[PlannedRun], list[InRunArm]]:
+    """The runs to launch, and the baseline runs the method's run of the same seed already
+    computes (the method pipeline's `in_run`, when that run's config holds the arm); the
+    latter's `source` indexes the launched list."""
+    launched = [r for r in plan if not _in_run(r, plan)]
+    method_at = {r.cfg.seed: i for i, r in enumerate(launched) if r.arm.role == "method"}
+    derived = []
+    for run in plan:
+        how = _in_run(run, plan)
+        if how is not None:
+            derived.append(InRunArm(run, how, method_at[run.cfg.seed]))
+    return launched, derived
+
+
+def _in_run(run: PlannedRun, plan: Sequence[PlannedRun]) -> InRun | None:
+    """How the method's run of `run`'s seed computes `run`'s arm, or None (launch it)."""
+    if run.arm.role != "baseline":
+        return None
+    method = next(r for r in plan if r.arm.role == "method" and r.cfg.seed == run.cfg.seed)
+    how = method.spec.in_run.get(run.arm.name)
+    return how if how is not None and how.computed_by(method.cfg) else None
+
+
+def from_method_run(arm: str, how: InRun, method: Outcome) -> Outcome:
+    """The outcome of `arm` read off the method's outcome of the same seed: its keys with
+    `how.prefix` stripped (a failed method run fails the arm with the same error)."""
+    summary = None
+    if method.summary is not None:
+        n = len(how.prefix)
+        summary = {k[n:]: v for k, v in method.summary.items() if k.startswith(how.prefix)}
+    return Outcome(arm, method.seed, summary, method.error, method.metrics_path, how.prefix)
 
 
 def _runs_root(out_dir: Path, arm: Arm) -> Path:
@@ -220,7 +269,7 @@ def bench(
     `tracking`: the bench becomes a parent run, each (arm, seed) run a child (tracking.py).
     """
     arms = plan_arms(name, ablations, baselines)
-    plan = plan_runs(arms, seeds, preset, overrides)
+    plan, in_run = split_in_run(plan_runs(arms, seeds, preset, overrides))
     spec = get_pipeline(name)
     if resume is None:
         out_dir = (Path(runs_dir or default_runs_dir()) / "bench" / name / new_run_id()).absolute()
@@ -255,6 +304,7 @@ def bench(
     except BaseException:
         tracker.end_parent(parent, out_dir, "failed", {})
         raise
+    outcomes += [from_method_run(d.run.arm.name, d.how, outcomes[d.source]) for d in in_run]
     data = summarize_outcomes(spec, arms, outcomes, command or f"rayworks bench {name}")
     markdown = write_outputs(out_dir, data)
     _track(tracker, parent, out_dir, outcomes, data)
@@ -269,7 +319,7 @@ def _track(
     data: dict[str, Any],
 ) -> None:
     """Each (arm, seed) run as a child of the bench's run, then the bench's means."""
-    for o in outcomes:
+    for o in (o for o in outcomes if o.prefix is None):  # an in-run arm has no run of its own
         tags = {"rayworks.arm": o.arm, "rayworks.seed": str(o.seed)}
         tracker.log_run(
             o.metrics_path.parent, parent=parent, name=f"{o.arm} seed {o.seed}", tags=tags
@@ -339,14 +389,24 @@ def collect(out_dir: str | Path) -> BenchResult:
     if not runs.is_dir():
         raise ConfigError(f"{str(out_dir)!r} is not a bench directory: it has no runs/ folder.")
     spec = get_pipeline(name)
-    arms = [arm for arm in plan_arms(name) if (_runs_root(out_dir, arm) / arm.pipeline).is_dir()]
+    planned = plan_arms(name)
+    arms = [arm for arm in planned if (_runs_root(out_dir, arm) / arm.pipeline).is_dir()]
     best: dict[tuple[str, int], Outcome] = {}  # a resumed bench reran its unfinished runs
+    configs: dict[int, dict[str, Any]] = {}  # seed -> the method run's config
     for arm in arms:
         for run_dir in sorted((_runs_root(out_dir, arm) / arm.pipeline).iterdir()):
             if (run_dir / "config.yaml").is_file():
                 o = _recorded_outcome(arm, run_dir)
                 if o.summary is not None or best.get((o.arm, o.seed), o).summary is None:
                     best[(o.arm, o.seed)] = o
+                    if arm.role == "method":
+                        configs[o.seed] = load_yaml_file(run_dir / "config.yaml")
+    for arm in (a for a in planned if a.role == "baseline" and a.name in spec.in_run):
+        how = spec.in_run[arm.name]
+        found = [best[(name, s)] for s, cfg in configs.items() if how.computed_by(cfg)]
+        arms += [arm] if found and arm not in arms else []
+        best.update({(arm.name, o.seed): from_method_run(arm.name, how, o) for o in found})
+    arms = [a for a in planned if a in arms]  # the bench's own order
     outcomes = sorted(best.values(), key=lambda o: o.seed)
     command = f"rayworks bench {name} --collect {out_dir}"
     data = summarize_outcomes(spec, arms, outcomes, command)
@@ -376,6 +436,7 @@ def summarize_outcomes(
     found: dict[str, dict[str, list[float]]] = {a.name: {k: [] for k in keys} for a in arms}
     paths: dict[str, list[Path]] = {a.name: [] for a in arms}
     seeds: dict[str, list[int]] = {a.name: [] for a in arms}
+    prefixes: dict[str, str] = {}  # arms read from the method's runs: their logged keys' prefix
     for o in outcomes:
         if o.summary is None:
             continue
@@ -383,6 +444,8 @@ def summarize_outcomes(
             found[o.arm][k].append(as_number(o.summary.get(k)))
         paths[o.arm].append(o.metrics_path)
         seeds[o.arm].append(o.seed)
+        if o.prefix is not None:
+            prefixes[o.arm] = o.prefix
     failures = [f"{o.arm} seed {o.seed}: {o.error}" for o in outcomes if o.summary is None]
     data = summarize(
         spec.name,
@@ -394,8 +457,9 @@ def summarize_outcomes(
         failures,
         report=spec.report,
         secondary=found,
-        curves=curves(key, paths),
+        curves=curves(key, paths, prefixes),
         seeds=seeds,
     )
-    data["extra_curves"] = {k: curves(k, paths) for k in spec.curves}
+    data["extra_curves"] = {k: curves(k, paths, prefixes) for k in spec.curves}
+    data["in_run"] = {a: spec.in_run[a].reason for a in prefixes if a in spec.in_run}
     return data

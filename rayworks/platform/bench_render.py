@@ -54,6 +54,10 @@ def to_markdown(data: dict[str, Any]) -> str:
         cells += [_ci(row["secondary"][k]) for k in report]
         lines.append(_md_row(cells))
     lines += [f"\nfailed runs: {f}" for f in data["failures"]]
+    in_run = data.get("in_run", {})
+    lines += [
+        f"\n{arm}: read from the runs of {data['pipeline']} ({why})" for arm, why in in_run.items()
+    ]
     if data.get("curves"):
         lines += ["", curve_markdown(key, data["curves"])]
     plotted = [k for k, c in data.get("extra_curves", {}).items() if c]

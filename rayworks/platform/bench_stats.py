@@ -112,13 +112,20 @@ def read_metric(path: Path, key: str) -> dict[int, float]:
     return out
 
 
-def curves(key: str, paths: Mapping[str, Sequence[Path]]) -> dict[str, dict[str, Stat]]:
+def curves(
+    key: str, paths: Mapping[str, Sequence[Path]], prefixes: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Stat]]:
     """Per arm, per step (a string, as in JSON), the statistics of `key` over its runs.
 
-    `paths` maps an arm to its runs' metrics.jsonl files. Empty when no run logged `key`
-    at more than one step: a single point is no curve.
+    `paths` maps an arm to its runs' metrics.jsonl files; `prefixes[arm]` (an arm computed
+    in the method's runs) is what that arm's keys carry there. Empty when no run logged
+    `key` at more than one step: a single point is no curve.
     """
-    logs = {arm: [read_metric(p, key) for p in files] for arm, files in paths.items()}
+    prefixes = prefixes or {}
+    logs = {
+        arm: [read_metric(p, prefixes.get(arm, "") + key) for p in files]
+        for arm, files in paths.items()
+    }
     if not any(len(log) > 1 for runs in logs.values() for log in runs):
         return {}
     out: dict[str, dict[str, Stat]] = {}

@@ -9,7 +9,11 @@ secondary summary keys that bench tabulates beside the headline. `arms` declares
 baselines that are the method's own code with other config defaults (`Arm`): each is
 registered as a pipeline of its own name (so `run`, `bench` and `list` see it as before)
 whose config is the method's with those defaults, instead of a stub function and a config
-subclass written by hand.
+subclass written by hand. An arm whose numbers the method's own run already computes on
+the same seeds and data (`InRun`: it shares expensive state with the method, e.g. one
+trained model every arm compresses, or one process whose timings are compared) is still
+registered and listed, but `rayworks bench` reads its row from the method's runs instead
+of launching it again.
 
 Extensions are what a pipeline adds to the platform beyond a runnable method (a `serve`
 target with its flags, a family of KV-cache policies for the model endpoint): the pipeline
@@ -52,6 +56,28 @@ class PipelineSpec:
     ablations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     report: tuple[str, ...] = ()
     curves: tuple[str, ...] = ()
+    in_run: dict[str, InRun] = field(default_factory=dict)  # baseline -> how the run holds it
+
+
+@dataclass(frozen=True)
+class InRun:
+    """An arm the method's own run computes beside the method, on the same seeds and data.
+
+    `reason` says why the method run holds it (the state the arms share); the run does so
+    when `member` is in its config's list field `field`, and its summary then holds every
+    key of the arm's own summary as `prefix + key`. `rayworks bench` then takes the arm's
+    row from the method's runs (`bench.split_in_run`) instead of running it a second time.
+    """
+
+    reason: str
+    member: str
+    prefix: str
+    field: str = "compare"
+
+    def computed_by(self, cfg: Any) -> bool:
+        """Whether a method run with config `cfg` (a config or its dumped dict) computes it."""
+        values = cfg.get(self.field) if isinstance(cfg, dict) else getattr(cfg, self.field, None)
+        return self.member in (values or ())
 
 
 @dataclass(frozen=True)
@@ -59,11 +85,13 @@ class Arm:
     """A baseline that runs the method's function with other config defaults: `defaults`
     maps top-level config fields to their values in this arm; `presets` adds keys to the
     method's presets of the same name (e.g. a smoke preset that skips the method-only
-    sweeps); `description` is the one line `rayworks list` shows."""
+    sweeps); `description` is the one line `rayworks list` shows; `in_run` (`InRun`) when
+    the method's run already computes this arm."""
 
     description: str
     defaults: dict[str, Any]
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    in_run: InRun | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +186,8 @@ def pipeline(
 
     `ablations` maps a label to the extra `--set` overrides of that ablation (bench arm
     `name[label]`); `arms` maps a baseline's name to its `Arm` (registered as a pipeline
-    of that name running `fn`, and a baseline of `name` after those of `baseline`);
+    of that name running `fn`, and a baseline of `name` after those of `baseline`; an
+    `Arm.in_run` is checked against the method's defaults: they must compute it);
     `report` lists secondary summary keys bench shows beside the headline; `curves` lists
     metrics bench also plots against the step (one figure per key).
     """
@@ -168,6 +197,18 @@ def pipeline(
         raise ValueError(f"pipeline {name!r}: {config.__name__} must define a 'smoke' preset")
     checked_ablations = _check_ablations(name, ablations)
     report_keys = _as_tuple(report)
+    in_run = {a: arm.in_run for a, arm in (arms or {}).items() if arm.in_run is not None}
+    for arm_name, how in in_run.items():
+        if how.field not in config.model_fields or not how.prefix:
+            raise ValueError(
+                f"pipeline arm {arm_name!r}: in_run needs a prefix and a list field of "
+                f"{config.__name__} (got field={how.field!r}, prefix={how.prefix!r})"
+            )
+        if not how.computed_by(config()):
+            raise ValueError(
+                f"pipeline arm {arm_name!r}: declared in_run, but {config.__name__}'s "
+                f"default {how.field} does not hold {how.member!r}"
+            )
 
     def decorate(fn: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         if name in PIPELINES and PIPELINES[name].fn is not fn:
@@ -200,6 +241,7 @@ def pipeline(
             ablations=checked_ablations,
             report=report_keys,
             curves=_as_tuple(curves),
+            in_run=in_run,
         )
         return fn
 

@@ -501,3 +501,82 @@ def test_collect_prefers_the_finished_run_of_a_resumed_seed(toy_registry, tmp_pa
     fake_run(out / "runs" / "toymethod", 0, {"acc": 0.7})
     data = bench.collect(out).data
     assert data["failures"] == [] and data["arms"][0]["values"] == [0.7]
+
+
+# -- arms the method's run computes (registry.InRun): not launched, still tabulated ---------
+
+
+class InRunConfig(PipelineConfig):
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {}}
+    arm: str = "m"
+    compare: list[str] = ["b"]
+
+
+@pytest.fixture
+def in_run_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inrun` with arm `inrun_b` (computed by the method's run under keys `b_*`) and
+    `inrun_c` (launched: a run of its own)."""
+    monkeypatch.setattr(registry, "load_all", lambda: None)
+    monkeypatch.setattr(registry, "PIPELINES", dict(registry.PIPELINES))
+    how = registry.InRun("one model shared by both arms", member="b", prefix="b_")
+    registry.pipeline(
+        "inrun",
+        config=InRunConfig,
+        headline=("acc", "max"),
+        report=("loss",),
+        arms={
+            "inrun_b": registry.Arm("b", {"arm": "b", "compare": []}, in_run=how),
+            "inrun_c": registry.Arm("c", {"arm": "c", "compare": []}),
+        },
+    )(lambda cfg, ctx: {})
+
+
+def _fake_execute(executed: list[tuple[str, int]]):
+    """An `execute` that writes no run: the method's summary holds arm b's keys as b_*."""
+
+    def execute(todo, out_dir, title, console=None, record=None):
+        outcomes = []
+        for r in todo:
+            executed.append((r.arm.name, r.cfg.seed))
+            summary = {"acc": 0.5 + r.cfg.seed, "loss": 1.0, "b_acc": 0.25 + r.cfg.seed}
+            outcomes.append(bench.Outcome(r.arm.name, r.cfg.seed, summary, None, Path("-")))
+        return outcomes
+
+    return execute
+
+
+def test_an_in_run_arm_is_not_launched_and_keeps_its_row(in_run_registry, tmp_path, monkeypatch):
+    executed: list[tuple[str, int]] = []
+    monkeypatch.setattr(bench, "connect", lambda address=None: None)
+    monkeypatch.setattr(bench, "execute", _fake_execute(executed))
+    result = bench.bench("inrun", seeds=2, runs_dir=tmp_path)
+    assert sorted(executed) == [("inrun", 0), ("inrun", 1), ("inrun_c", 0), ("inrun_c", 1)]
+    arms = {a["name"]: a for a in result.data["arms"]}
+    assert list(arms) == ["inrun", "inrun_b", "inrun_c"]  # every arm, in the bench's order
+    assert arms["inrun_b"]["role"] == "baseline"
+    assert arms["inrun_b"]["values"] == [0.25, 1.25]  # the method summary's b_acc per seed
+    assert math.isnan(arms["inrun_b"]["secondary"]["loss"]["mean"])  # no b_loss: no value
+    assert arms["inrun_b"]["paired"]["values"] == pytest.approx([-0.25, -0.25])
+    assert "inrun_b: read from the runs of inrun (one model shared by both arms)" in result.markdown
+    # a method run that does not compute the arm (compare=[]) leaves it to a run of its own
+    executed.clear()
+    bench.bench("inrun", seeds=1, runs_dir=tmp_path, overrides=["compare=[]"])
+    assert sorted(executed) == [("inrun", 0), ("inrun_b", 0), ("inrun_c", 0)]
+
+
+def test_collect_reads_an_in_run_arm_from_the_methods_runs(in_run_registry, tmp_path):
+    out = tmp_path / "bench" / "inrun" / "x"
+    fake_run(out / "runs" / "inrun", 0, {"acc": 0.8, "b_acc": 0.3, "b_loss": 2.0})
+    (out / "runs" / "inrun" / "run-0" / "config.yaml").write_text("seed: 0\ncompare: [b]\n")
+    fake_run(out / "runs" / "inrun_c", 0, {"acc": 0.1})
+    arms = {a["name"]: a for a in bench.collect(out).data["arms"]}
+    assert list(arms) == ["inrun", "inrun_b", "inrun_c"]
+    assert arms["inrun_b"]["values"] == [0.3] and arms["inrun_b"]["secondary"]["loss"]["mean"] == 2
+
+
+def test_an_in_run_arm_the_methods_defaults_do_not_compute_is_refused():
+    how = registry.InRun("x", member="z", prefix="z_")
+    with pytest.raises(ValueError, match="default compare does not hold 'z'"):
+        registry.pipeline(
+            "bad", config=InRunConfig, arms={"bad_z": registry.Arm("z", {}, in_run=how)}
+        )
