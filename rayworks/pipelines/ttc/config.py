@@ -35,6 +35,9 @@ class SamplerConfig(Config):
     min_digits: int = Field(2, ge=1, le=8, description="fewest operand digits of a query")
     max_digits: int = Field(6, ge=1, le=8, description="most operand digits of a query")
     n_queries: int = Field(60, ge=2, description="test queries")
+    n_val_queries: int = Field(
+        60, ge=2, description="held-out validation queries on which lam is chosen"
+    )
     pool_size: int = Field(64, ge=2, description="responses drawn per query")
     max_new_tokens: int = Field(80, ge=8, description="tokens per response")
     temperature: float = Field(1.0, gt=0, le=2, description="sampling temperature")
@@ -65,6 +68,20 @@ class TTCConfig(PipelineConfig):
     """
 
     presets = {
+        # level (ii) where the longest items need a longer generation than the base was
+        # trained on: a context of 256 positions, SFT rows of 112 (1-4 digit operands), test
+        # operands of 2-8 digits with room for a correct 8-digit trace (about 125 tokens)
+        "long": {
+            "level": "sampler",
+            "theory_sizes": [],
+            "sampler": {
+                "model": {"d_model": 64, "n_layer": 2, "n_head": 4, "max_seq_len": 256},
+                "min_digits": 2,
+                "max_digits": 8,
+                "max_new_tokens": 160,
+                "pool_size": 32,
+            },
+        },
         "smoke": {
             "simulator": {"n_queries": 40},
             "budgets": [1, 2, 4],
@@ -72,6 +89,7 @@ class TTCConfig(PipelineConfig):
             "theory_sizes": [8],
             "sampler": {
                 "n_queries": 6,
+                "n_val_queries": 6,
                 "pool_size": 8,
                 "max_new_tokens": 40,
                 "min_digits": 1,
@@ -101,6 +119,12 @@ class TTCConfig(PipelineConfig):
     efficiency_cap: float = Field(
         16.0, gt=1, description="largest uniform/method budget ratio searched"
     )
+    lam_grid: list[float] = Field(
+        default_factory=lambda: [0.0, 0.03, 0.1, 0.3, 1.0],
+        description="exploration weights tried for ucb, entropy and bconf; the one with the "
+        "best coverage at `budget` on held-out validation queries is used ([] keeps "
+        "allocator.lam)",
+    )
     theory_sizes: list[int] = Field(
         default_factory=lambda: [8, 16, 32, 64],
         description="simulator: n of the Delta_i = i/n theory check ([] skips it)",
@@ -108,6 +132,8 @@ class TTCConfig(PipelineConfig):
 
     @model_validator(mode="after")
     def _budget_listed(self) -> TTCConfig:
+        if any(lam < 0 for lam in self.lam_grid):
+            raise ValueError(f"lam_grid={self.lam_grid} holds a negative weight")
         if self.budget not in self.budgets:
             raise ValueError(f"budget={self.budget} must be one of budgets={self.budgets}")
         samples = self.allocator.unit == "samples"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 from rayworks.core.build_cache import digest, locked_build
 from rayworks.core.errors import RayworksError
 from rayworks.data.tasks import ArithmeticTask, Example, get_task
-from rayworks.data.tasks.base import answer_after
+from rayworks.data.tasks.base import Split, answer_after
 from rayworks.models import resolve_model_dir
 from rayworks.pipelines.rl.base import build_base, sft_config
 from rayworks.pipelines.ttc.allocators import Draw, QueryState
@@ -40,15 +41,16 @@ def policy_dir(cfg: SamplerConfig, cache_root: Path) -> Path:
     return build_base(cache_root / "base", "policy", lm)
 
 
-def queries(cfg: SamplerConfig, seed: int) -> list[Example]:
-    """Test items; for arithmetic, operands of `min_digits`..`max_digits` digits (the base
-    trains on 1-4), else the task's own test mixture."""
+def queries(cfg: SamplerConfig, seed: int, split: Split = "test") -> list[Example]:
+    """Items of `split` (`test`: `n_queries` scored ones; `val`: `n_val_queries` held out for
+    choosing knobs, disjoint from test by the task's split hash); for arithmetic, operands of
+    `min_digits`..`max_digits` digits (the base trains on 1-4), else the task's own mixture."""
     task = (
         ArithmeticTask(cfg.min_digits, cfg.max_digits)
         if cfg.task == "arithmetic"
         else get_task(cfg.task)
     )
-    return task.examples(cfg.n_queries, "test", seed)
+    return task.examples(cfg.n_queries if split == "test" else cfg.n_val_queries, split, seed)
 
 
 def _sample_shard(
@@ -89,17 +91,22 @@ def draw_pool(cfg: SamplerConfig, model_dir: Path, prompts: list[str], seed: int
     return [row for shard in ray.get(refs) for row in shard]
 
 
-def cached_pool(cfg: SamplerConfig, cache_root: Path, seed: int) -> tuple[list[Example], list]:
-    """The queries of `seed` and their response pools, drawn once per (policy, config, seed)."""
+def cached_pool(
+    cfg: SamplerConfig, cache_root: Path, seed: int, split: Split = "test"
+) -> tuple[list[Example], list]:
+    """The `split` queries of `seed` and their response pools, drawn once per (policy,
+    config, seed, split)."""
     model_dir = policy_dir(cfg, cache_root).resolve()
-    items = queries(cfg, seed)
+    items = queries(cfg, seed, split)
     weights = sorted(p.name + str(p.stat().st_size) for p in model_dir.glob("*.safetensors"))
-    key = digest(json.dumps([str(model_dir), weights, cfg.model_dump(mode="json"), seed]))
+    named = [str(model_dir), weights, cfg.model_dump(mode="json"), seed]
+    key = digest(json.dumps(named if split == "test" else [*named, split]))
     folder = cache_root / "ttc_pool" / key
     path = folder / "pool.json"
 
     def build() -> None:
-        pool = draw_pool(cfg, model_dir, [e.prompt for e in items], seed)
+        offset = 0 if split == "test" else 500_009  # val draws its own sampling stream
+        pool = draw_pool(cfg, model_dir, [e.prompt for e in items], seed + offset)
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"prompts": [e.prompt for e in items], "pool": pool}))
@@ -195,4 +202,35 @@ def separation(draws: list[list[Draw]], first: int, seed: int) -> dict[str, floa
         out[f"{name}_auroc_lo"], out[f"{name}_auroc_hi"] = bootstrap_auroc(pos, neg, rng)
         for label, group in (("easy", easy), ("hard", hard), ("unsolvable", none)):
             out[f"{name}_{label}"] = float(np.mean([s[j] for s in group])) if group else math.nan
+    return out
+
+
+LOOP_RE = re.compile(r"(.{4,32}?)\1\1", re.DOTALL)
+
+
+def looping(text: str) -> bool:
+    """Whether a response repeats itself: some block of 4-32 characters occurs three times
+    in a row (a generation stuck in a loop)."""
+    return LOOP_RE.search(text) is not None
+
+
+def difficulty_profile(
+    items: list[Example], draws: list[list[Draw]], first: int
+) -> dict[str, float]:
+    """Per task difficulty d (arithmetic: operand digits): `pass_d{d}` (share of correct
+    responses), `malformed_d{d}` (no parsable final answer), `loop_d{d}` (`looping`),
+    `entropy_d{d}` (mean normalised answer entropy over the first `first` responses, the
+    Entropy rule's signal) and `queries_d{d}`; what tells whether items beyond the policy's
+    capacity give repetitive or malformed output."""
+    out: dict[str, float] = {}
+    for d in sorted({e.difficulty for e in items}):
+        rows = [row for e, row in zip(items, draws, strict=True) if e.difficulty == d]
+        flat = [x for row in rows for x in row]
+        out[f"queries_d{d}"] = float(len(rows))
+        out[f"pass_d{d}"] = float(np.mean([bool(x.correct) for x in flat]))
+        out[f"malformed_d{d}"] = float(np.mean([x.answer is None for x in flat]))
+        out[f"loop_d{d}"] = float(np.mean([looping(x.text) for x in flat]))
+        out[f"entropy_d{d}"] = float(
+            np.mean([QueryState(0, draws=list(row[:first])).entropy() for row in rows])
+        )
     return out

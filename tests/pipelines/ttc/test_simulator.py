@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rayworks.data.tasks.base import Example
 from rayworks.pipelines.ttc.allocators import AllocatorConfig, Draw, allocate
-from rayworks.pipelines.ttc.sampler import PoolSampler, auroc, final_answer, separation
+from rayworks.pipelines.ttc.sampler import (
+    PoolSampler,
+    auroc,
+    difficulty_profile,
+    final_answer,
+    looping,
+    separation,
+)
 from rayworks.pipelines.ttc.simulator import (
     SimQuery,
     Simulator,
@@ -104,3 +112,17 @@ def test_separation_auroc() -> None:
     assert out["entropy_auroc"] == 1.0 and out["bconf_auroc"] == 1.0
     assert (out["share_hard"], out["share_unsolvable"], out["share_easy"]) == (3 / 7, 3 / 7, 1 / 7)
     assert out["entropy_unsolvable"] == 0.0 and out["bconf_easy"] == 1.0
+
+
+def test_looping_and_difficulty_profile() -> None:
+    assert looping("<think>0+0=0 c0|0+0=0 c0|0+0=0 c0|")
+    assert not looping("<think>7+6=13 c1|4+2+1=7 c0</think>A: 773")
+    items = [Example(f"Q: {i}\n", "", "5", d) for i, d in enumerate([2, 2, 7])]
+    right = Draw("5", 1.0, 3, True, "A: 5")
+    stuck = Draw(None, 0.0, 30, False, "1|1|1|1|1|1|1|1|1|1|1|1|1|")
+    draws = [[right, Draw("4", 0.0, 3, False, "A: 4")], [right, right], [stuck, stuck]]
+    out = difficulty_profile(items, draws, first=2)
+    assert (out["queries_d2"], out["queries_d7"]) == (2, 1)
+    assert out["pass_d2"] == 0.75 and out["pass_d7"] == 0
+    assert out["malformed_d2"] == 0 and out["malformed_d7"] == out["loop_d7"] == 1
+    assert out["entropy_d2"] == pytest.approx(0.5) and out["entropy_d7"] == 0
