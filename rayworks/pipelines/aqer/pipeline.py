@@ -12,6 +12,10 @@ per (target, G) and HEC), logs one record per finished piece, and writes `table.
 `table.md`, `infidelity_vs_g.png`, `bounds.png` (Theorem 3.1 check on every AQER point)
 and, for the method, a TFIM scaling table and `scaling.png` over `scaling_qubits` (Steps
 I-II; state vector up to `mps_above`, MPS path of `mps.py` / `aqer_mps.py` beyond).
+
+The baselines are declared in-run: the method run loads every target with HEC and MPS at
+the same G for its cell-by-cell win rate and pass rule, so bench reads their rows from its
+summary (`hec_` / `mps_` keys, headline `<arm>_infidelity`) instead of loading them twice.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from rayworks.pipelines.aqer.pieces import run_piece
 from rayworks.pipelines.aqer.report import summarise, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import Arm, pipeline
+from rayworks.platform.registry import Arm, InRun, pipeline
 
 REPORT = ("bound_violations", "win_rate", "infidelity_step2")
+IN_RUN = "loaded in the method run on the same targets and budgets for its win rate"
 
 
 def target_specs(cfg: AqerConfig) -> list[dict[str, Any]]:
@@ -199,10 +204,12 @@ def run_loaders(cfg: AqerConfig, ctx: RunContext) -> dict[str, float]:
         "aqer_hec": Arm(
             "Hardware-efficient variational circuit (RY·RZ + RZZ ladder, Adam) at matched G.",
             {"arm": "hec", "compare": [], "scaling_qubits": []},
+            in_run=InRun(IN_RUN, member="hec", prefix="hec_"),
         ),
         "aqer_mps": Arm(
             "MPS-layer loader (Ran 2020 style: χ = 2 layers of N-1 two-qubit gates) at matched G.",
             {"arm": "mps", "compare": [], "scaling_qubits": []},
+            in_run=InRun(IN_RUN, member="mps", prefix="mps_"),
         ),
     },
     headline=("infidelity", "min"),

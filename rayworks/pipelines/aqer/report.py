@@ -46,6 +46,10 @@ def summarise(
     head = [r for r in table if r["arm"] == cfg.arm and r["g"] == cfg.headline_gates]
     summary: dict[str, float] = {"infidelity": _mean(head), "n_targets": float(len(head))}
     for arm in dict.fromkeys(r["arm"] for r in table):
+        if arm != cfg.arm:  # a compared arm's headline, as its own run reports it
+            summary[f"{arm}_infidelity"] = _mean(
+                [r for r in table if r["arm"] == arm and r["g"] == cfg.headline_gates]
+            )
         for g in cfg.gates:
             rows = [r for r in table if r["arm"] == arm and r["g"] == g]
             summary[f"{arm}_infidelity_g{g}"] = _mean(rows)
