@@ -17,7 +17,10 @@ finished piece. Artifacts: `table.jsonl`, `table.md`, four plots. The headline `
 is `method`'s median relative row error on (b) at s = headline_multiple·s_λ, n = n_ref,
 averaged over the landmark draws.
 Bench ablation `exact_dz` (`method=rls_nystrom compare=[]`): RLS landmarks with exact D
-and Z, the like-for-like row beside the `attnrow_uniform` baseline.
+and Z, the like-for-like row beside the `attnrow_uniform` baseline. The baselines are
+declared in-run: the method run evaluates them on the same inputs, query rows and landmark
+draws (the paired `rls_over_uniform` ratios need that), so bench reads their rows from its
+summary (`uniform_nystrom_` / `performer_` keys) instead of evaluating them twice.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from rayworks.pipelines.attnrow.inputs import (
 from rayworks.pipelines.attnrow.report import loglog_slope, pass_rule, write_plots, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import Arm, pipeline
+from rayworks.platform.registry import Arm, InRun, pipeline
 from rayworks.platform.stats import mean_ci
 
 REPORT = (
@@ -60,6 +63,7 @@ REPORT = (
 )
 TAG = {"synthetic": "", "lm": "lm_", "imbalanced": "imb_"}  # summary-key prefix per input
 IMB_METHODS = ("rls_nystrom", "uniform_nystrom")  # the only methods run on input (b')
+IN_RUN = "evaluated in the method run on the same inputs, query rows and landmark draws"
 
 
 def _flatten(rows: Any) -> list[dict[str, Any]]:
@@ -284,10 +288,12 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         "attnrow_uniform": Arm(
             "Uniform-landmark Nyström attention rows with exact D and Z.",
             {"method": "uniform_nystrom", "compare": []},
+            in_run=InRun(IN_RUN, member="uniform_nystrom", prefix="uniform_nystrom_"),
         ),
         "attnrow_performer": Arm(
             "Performer positive-random-feature attention rows (r = s features).",
             {"method": "performer", "compare": []},
+            in_run=InRun(IN_RUN, member="performer", prefix="performer_"),
         ),
     },
     headline=("row_err", "min"),
