@@ -10,7 +10,10 @@ run's test predictions as a jsonl file and scores it with the `rayworks eval vud
 The bench compares protocols, not models: `vudg` = multi-source leave-one-domain-out
 (Avg_m), baselines `vudg_all` (all-domain training, the upper bound, scored on the same
 held-out domains) and `vudg_single` (single-source, Avg_s). Each piece's result is cached
-by its settings, so bench arms asking for the same training run share one.
+by its settings, so bench arms asking for the same training run share one. The baselines
+are declared in-run: the method run trains and scores both on the same dataset and
+held-out domains for its pass rule, so bench reads their rows from its summary (`all_` /
+`single_` keys) instead of scoring them again.
 Artifacts: `dataset.json`, `predictions_<run>.jsonl`, `table.jsonl`, `table.md`,
 `accuracy_by_domain.png`, `accuracy_by_type.png`, `annotation_errors.png`.
 """
@@ -30,8 +33,9 @@ from rayworks.pipelines.vudg.report import pass_rule, write_plots, write_table
 from rayworks.pipelines.vudg.train import train_piece
 from rayworks.platform.context import RunContext
 from rayworks.platform.fanout import fan_out
-from rayworks.platform.registry import Arm, pipeline
+from rayworks.platform.registry import Arm, InRun, pipeline
 
+IN_RUN = "trained and scored in the method run on the same dataset for its pass rule"
 REPORT = (
     "lodo_accuracy",
     "all_accuracy",
@@ -168,10 +172,12 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
         "vudg_all": Arm(
             "VUDG-mini all-domain training (upper bound), scored on the held-out domains.",
             {"protocol": "all", "compare": []},
+            in_run=InRun(IN_RUN, member="all", prefix="all_"),
         ),
         "vudg_single": Arm(
             "VUDG-mini single-source training, scored on every other domain (Avg_s).",
             {"protocol": "single", "compare": []},
+            in_run=InRun(IN_RUN, member="single", prefix="single_"),
         ),
     },
     headline=("accuracy", "max"),
