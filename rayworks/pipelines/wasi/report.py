@@ -71,7 +71,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]:
-    """Headline (the method's row), one accuracy / ratio per setting, and the pass rule."""
+    """Headline (the method's row), one accuracy / ratio per setting, and the pass rule;
+    every other setting's headline keys also as `<setting>_<key>` (bench reads the
+    in-run baselines' rows from them)."""
     by_label = {r["setting"]: r for r in rows}
     head = by_label[method_label]
     flat = {r["setting"]: r for r in table_rows(rows)}
@@ -83,6 +85,13 @@ def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]
         "cpu_s_per_step": head["cpu_s_per_step"],
     }
     for label, r in flat.items():
+        if label != method_label:  # every other setting's headline keys, as its own run's
+            for key in ("test_accuracy", "val_accuracy", "cpu_s_per_step"):
+                out[f"{label}_{key}"] = by_label[label][key]
+            out[f"{label}_act_ratio"], out[f"{label}_train_gmacs"] = (
+                r["act_ratio"],
+                r["train_gmacs"],
+            )
         out[f"acc_{label}"] = r["test_accuracy"]
         out[f"act_ratio_{label}"] = r["act_ratio"]
         out[f"val_{label}"] = by_label[label]["val_accuracy"]
