@@ -96,3 +96,19 @@ def test_an_arms_presets_extend_the_methods_presets_of_the_same_name() -> None:
     }
     with pytest.raises(ValueError, match="has no preset 'tiny'"):
         arm_config(GDRConfig, "bad", Arm("x", {}, {"tiny": {"dup_ks": []}}))
+
+
+def test_list_names_every_baseline_also_those_read_from_the_methods_run(capsys, monkeypatch):
+    from rayworks.cli import console, main
+    from rayworks.platform.registry import all_pipelines, describe
+
+    monkeypatch.setattr(console, "width", 1000)  # one line per pipeline: no name is wrapped
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    specs = all_pipelines()
+    in_run = {arm for spec in specs for arm in spec.in_run}
+    assert {"lssm_mle", "gdr_euclid", "wasi_vanilla", "wasi_lora", "mvc_attn"} <= in_run
+    for spec in specs:
+        assert set(spec.in_run) <= set(spec.baselines), spec.name
+        for name in spec.baselines:
+            assert name in describe(spec)["baseline"].split(", ") and name in out, name
