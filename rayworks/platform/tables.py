@@ -2,14 +2,17 @@
 
 A report names its columns once (`Column`: key, header, number format) and hands over
 its rows; the markdown and the jsonl are written from the same rows, so they can never
-disagree, and gaps (None, NaN, missing keys) show as "-".
+disagree, and gaps (None, NaN, missing keys) show as "-". A cell that joins several keys
+(`P / R`, `iters (converged)`) is a column with `render`; a report with several tables in
+one file passes the others as `more` (`Table`), and `jsonl` when its jsonl holds other
+rows than its first table (e.g. every piece, where the markdown shows the tuned ones).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,37 +27,59 @@ def cell(x: Any, spec: str = ".4g") -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One markdown column: the row key, its header (default: the key) and number format."""
+    """One markdown column: the row key, its header (default: the key) and number format;
+    `render(row)` instead gives a cell made of several keys; `right` aligns it right."""
 
     key: str
     header: str = ""
     spec: str = ".4g"
+    render: Callable[[Mapping[str, Any]], str] | None = None
+    right: bool = False
+
+    def text(self, row: Mapping[str, Any]) -> str:
+        return self.render(row) if self.render is not None else cell(row.get(self.key), self.spec)
 
 
-def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[Column | str]) -> str:
+@dataclass(frozen=True)
+class Table:
+    """A further table of a markdown file: its title line, rows and columns."""
+
+    rows: Sequence[Mapping[str, Any]]
+    columns: Sequence[Column | str]
+    title: str = ""
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str]) -> str:
     """A markdown table of `columns` (a bare string is `Column(key)`) over `rows`."""
     cols = [c if isinstance(c, Column) else Column(c) for c in columns]
     lines = [
         "| " + " | ".join(c.header or c.key for c in cols) + " |",
-        "|" + "|".join("---" for _ in cols) + "|",
+        "|" + "|".join("---:" if c.right else "---" for c in cols) + "|",
     ]
-    lines += ["| " + " | ".join(cell(r.get(c.key), c.spec) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(c.text(r) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def write_table(
     folder: Path,
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     columns: Sequence[Column | str],
     name: str = "table",
     title: str = "",
+    more: Sequence[Table] = (),
+    jsonl: Sequence[Mapping[str, Any]] | None = None,
 ) -> Path:
-    """Write `folder/<name>.jsonl` (every key of every row) and `folder/<name>.md`
-    (`title`, then the table of `columns`); returns the markdown path."""
+    """Write `folder/<name>.jsonl` (every key of every row of `jsonl`, default `rows`) and
+    `folder/<name>.md` (`title`, the table of `columns`, then each of `more` after its own
+    title); returns the markdown path."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{name}.jsonl").open("w", encoding="utf-8") as f:
-        for row in rows:
+        for row in rows if jsonl is None else jsonl:
             f.write(json.dumps(row, default=str) + "\n")
+    parts = [Table(rows, columns, title), *more]
+    text = "\n".join(
+        (f"{t.title}\n\n" if t.title else "") + markdown(t.rows, t.columns) for t in parts
+    )
     path = folder / f"{name}.md"
-    path.write_text((f"{title}\n\n" if title else "") + markdown(rows, columns), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return path
