@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
 from rayworks.platform.figures import subplots
+from rayworks.platform.tables import Column
 
 METRICS = (
     "success",
@@ -64,28 +66,43 @@ def pass_rule(table: list[dict[str, Any]], method: str, system: str) -> dict[str
     return {"pass_rule": float(ok)}
 
 
+def _pct(key: str, header: str) -> Column:
+    return Column(key, header, ".2%", right=True)
+
+
+COLUMNS = (
+    Column("method"),
+    Column("sigma", spec="g", right=True),
+    Column("trials", right=True),
+    Column("success", "success Φ̂", ".2f", right=True),
+    Column("exact_support", "exact supp(Â)", ".2f", right=True),
+    Column(
+        "support_precision",
+        "support P / R (Â)",
+        render=lambda r: f"{r['support_precision']:.3f} / {r['support_recall']:.3f}",
+        right=True,
+    ),
+    Column("nnz_A", "nnz(Â)", ".1f", right=True),
+    Column("offdiag_energy", "off-diag energy Φ̂", ".3f", right=True),
+    Column("threshold", spec=".3g", right=True),
+    Column(
+        "em_iters",
+        "EM iters (conv.)",
+        render=lambda r: f"{r['em_iters']:.0f} ({r['em_converged']:.2f})",
+        right=True,
+    ),
+    _pct("val_mre", "val MRE"),
+    _pct("test_mre", "test MRE 1-step"),
+    _pct("test_mre_sim", "test MRE free sim"),
+    _pct("oracle_test_mre", "oracle MRE"),
+    Column("seconds", "fit s", ".2f", right=True),
+)
+
+
 def write_table(ctx: RunContext, table: list[dict[str, Any]], rows: list[dict]) -> Path:
+    """trials.jsonl (every fit), table.jsonl and table.md (per method and sigma)."""
     ctx.write_jsonl("trials.jsonl", rows)
-    ctx.write_jsonl("table.jsonl", table)
-    lines = [
-        "| method | sigma | trials | success Φ̂ | exact supp(Â) | support P / R (Â) | nnz(Â) "
-        "| off-diag energy Φ̂ | threshold | EM iters (conv.) | val MRE | test MRE 1-step "
-        "| test MRE free sim | oracle MRE | fit s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in table:
-        lines.append(
-            f"| {r['method']} | {r['sigma']:g} | {r['trials']} | {r['success']:.2f} "
-            f"| {r['exact_support']:.2f} | {r['support_precision']:.3f} / "
-            f"{r['support_recall']:.3f} | {r['nnz_A']:.1f} | {r['offdiag_energy']:.3f} "
-            f"| {r['threshold']:.3g} | {r['em_iters']:.0f} ({r['em_converged']:.2f}) "
-            f"| {100 * r['val_mre']:.2f}% | {100 * r['test_mre']:.2f}% "
-            f"| {100 * r['test_mre_sim']:.2f}% | {100 * r['oracle_test_mre']:.2f}% "
-            f"| {r['seconds']:.2f} |"
-        )
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return tables.write_table(ctx.artifacts_dir, table, COLUMNS)
 
 
 def write_success_plot(path: Path, table: list[dict[str, Any]], system: str) -> Path:
