@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import Column
 
 RIVALS = ("tucker", "svd", "lestd_norefit")
 
@@ -35,43 +38,70 @@ def pass_rule(table: list[dict[str, Any]], method: str) -> dict[str, float]:
     return {"pass_rule": float(ok)} if checked else {}
 
 
-def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
-    return format(row[key], fmt) if key in row else "-"
-
-
 def _interval(row: dict[str, Any], key: str) -> str:
     if f"{key}_lo" not in row:
         return "-"
     return f"{row[key]:.4f} [{row[f'{key}_lo']:.4f}, {row[f'{key}_hi']:.4f}]"
 
 
+def _reached(render: Callable[[Mapping[str, Any]], str], gap: str = "-"):
+    """`render` on a reachable row; `gap` on a ratio the method cannot meet."""
+    return lambda r: render(r) if r["reachable"] else gap
+
+
+def _ranks(r: Mapping[str, Any]) -> str:
+    return f"{r['r1']:.1f} / {r['r2']:.1f}" if "r1" in r else f"rank {r['rank']:.0f}"
+
+
+def columns(dense_bpc: float) -> list[Column]:
+    """The table's columns; Δ vs dense needs the dense model's bits/char."""
+    return [
+        Column("ratio", right=True),
+        Column("method"),
+        Column(
+            "achieved_ratio",
+            "achieved",
+            render=_reached(lambda r: f"{r['achieved_ratio']:.2f}", "unreachable"),
+            right=True,
+        ),
+        Column(
+            "val_bpc",
+            "val bits/char [CI]",
+            render=_reached(lambda r: _interval(r, "val_bpc")),
+            right=True,
+        ),
+        Column(
+            "val_bpc",
+            "Δ vs dense",
+            render=_reached(lambda r: f"{r['val_bpc'] - dense_bpc:+.4f}"),
+            right=True,
+        ),
+        Column(
+            "diff",
+            "this - method [CI]",
+            render=_reached(lambda r: _interval(r, "diff")),
+            right=True,
+        ),
+        Column(
+            "logit_err", "logit err", render=_reached(lambda r: f"{r['logit_err']:.4f}"), right=True
+        ),
+        Column(
+            "weight_err",
+            "weight err",
+            render=_reached(lambda r: f"{r['weight_err']:.4f}"),
+            right=True,
+        ),
+        Column("r1", "R1 / R2 or rank", render=_reached(_ranks)),
+        Column("density", "core density", ".3f", right=True),
+        Column("speedup", "tokens/s vs dense", ".2f", right=True),
+    ]
+
+
 def write_table(ctx: RunContext, table: list[dict[str, Any]], dense_bpc: float) -> Path:
     """Markdown table; bits/char and the paired "rival - method" difference carry their
     bootstrap intervals in brackets."""
-    ctx.write_jsonl("table.jsonl", table)
-    lines = [
-        f"Dense model: {dense_bpc:.4f} bits/char.",
-        "",
-        "| ratio | method | achieved | val bits/char [CI] | Δ vs dense | this - method [CI] "
-        "| logit err | weight err | R1 / R2 or rank | core density | tokens/s vs dense |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
-    ]
-    for r in table:
-        if not r["reachable"]:
-            lines.append(
-                f"| {r['ratio']} | {r['method']} | unreachable | - | - | - | - | - | - | - | - |"
-            )
-            continue
-        ranks = f"{r['r1']:.1f} / {r['r2']:.1f}" if "r1" in r else f"rank {r['rank']:.0f}"
-        lines.append(
-            f"| {r['ratio']} | {r['method']} | {r['achieved_ratio']:.2f} "
-            f"| {_interval(r, 'val_bpc')} | {r['val_bpc'] - dense_bpc:+.4f} "
-            f"| {_interval(r, 'diff')} | {r['logit_err']:.4f} | {r['weight_err']:.4f} "
-            f"| {ranks} | {_cell(r, 'density', '.3f')} | {_cell(r, 'speedup', '.2f')} |"
-        )
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    title = f"Dense model: {dense_bpc:.4f} bits/char."
+    return tables.write_table(ctx.artifacts_dir, table, columns(dense_bpc), title=title)
 
 
 def write_plot(path: Path, table: list[dict[str, Any]], dense_bpc: float) -> Path:
