@@ -8,10 +8,13 @@ all ten logits. The claim "Vulcan ≥ prune + fine-tune" needs the `vulcan_prune
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import Column
 
 
 def claim_checks(summary: dict[str, float], gap_tolerance: float) -> dict[str, float]:
@@ -30,27 +33,34 @@ def claim_checks(summary: dict[str, float], gap_tolerance: float) -> dict[str, f
     }
 
 
-def write_table(ctx: RunContext, rows: list[dict[str, Any]], header: str) -> Path:
-    ctx.write_jsonl("table.jsonl", rows)
-    lines = [
-        header,
-        "",
-        "| model | S-test acc (%) | params | params vs base | MACs | MACs vs base "
-        "| ms / 1000 img | speedup |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+def columns(base: dict[str, Any]) -> list[Column]:
+    """The table's columns; the ratios are to `base` (the first row)."""
+
+    def ratio(key: str) -> Callable[[Mapping[str, Any]], str]:
+        return lambda r: f"{r[key] / base[key]:.3f}"
+
+    def speed(r: Mapping[str, Any]) -> str:
+        return f"{base['latency_ms'] / r['latency_ms']:.2f}x" if "latency_ms" in r else "-"
+
+    return [
+        Column("model"),
+        Column(
+            "test_accuracy",
+            "S-test acc (%)",
+            render=lambda r: f"{100 * r['test_accuracy']:.2f}",
+            right=True,
+        ),
+        Column("params", spec=".0f", right=True),
+        Column("params", "params vs base", render=ratio("params"), right=True),
+        Column("macs", "MACs", ".0f", right=True),
+        Column("macs", "MACs vs base", render=ratio("macs"), right=True),
+        Column("latency_ms", "ms / 1000 img", ".1f", right=True),
+        Column("latency_ms", "speedup", render=speed, right=True),
     ]
-    base = rows[0]
-    for r in rows:
-        lat = f"{r['latency_ms']:.1f}" if "latency_ms" in r else "-"
-        speed = f"{base['latency_ms'] / r['latency_ms']:.2f}x" if "latency_ms" in r else "-"
-        lines.append(
-            f"| {r['model']} | {100 * r['test_accuracy']:.2f} | {r['params']:.0f} "
-            f"| {r['params'] / base['params']:.3f} | {r['macs']:.0f} "
-            f"| {r['macs'] / base['macs']:.3f} | {lat} | {speed} |"
-        )
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+
+
+def write_table(ctx: RunContext, rows: list[dict[str, Any]], header: str) -> Path:
+    return tables.write_table(ctx.artifacts_dir, rows, columns(rows[0]), title=header)
 
 
 def write_plot(path: Path, rows: list[dict[str, Any]], history: list[dict[str, Any]]) -> Path:
