@@ -3,7 +3,8 @@
 A run pretrains (or reuses the cached) ViT on digits 0-4, then fine-tunes every setting of
 its config on digits 5-9 with a new head, one after the other in the same process (so CPU
 time ratios come from one process), and writes `artifacts/settings.jsonl` (one record per
-setting, per-layer details included), `artifacts/table.md` and `artifacts/wasi.png`.
+setting, per-layer details included), `artifacts/table.md` (and its rows as
+`artifacts/table.jsonl`) and `artifacts/wasi.png`.
 `wasi_vanilla` and `wasi_lora` are declared in-run: the method run fine-tunes them from the
 same base in the same process (its time ratios and pass rule need that), so bench reads
 their rows from its summary (`vanilla_` / `lora_` keys) instead of fine-tuning them twice.
@@ -22,7 +23,7 @@ from rayworks.pipelines.wasi.finetune import (
     plan_settings,
     run_setting,
 )
-from rayworks.pipelines.wasi.report import markdown, plot, summarize
+from rayworks.pipelines.wasi.report import plot, summarize, write_table
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import Arm, InRun, pipeline
 
@@ -71,7 +72,7 @@ def run_wasi(cfg: WASIConfig, ctx: RunContext) -> dict[str, float]:
         )
         rows.append(row)
     ctx.write_jsonl("settings.jsonl", rows)
-    (ctx.artifacts_dir / "table.md").write_text(markdown(rows))
+    write_table(ctx.artifacts_dir, rows)
     plot(rows, ctx.artifacts_dir / "wasi.png")
     method = cfg.method
     eps = {"wasi": cfg.headline_eps, "wasi_factors": cfg.headline_eps, "wsi": cfg.ablation_eps}

@@ -1,4 +1,4 @@
-"""The results table (markdown), the summary numbers and the pass rule, and the plot.
+"""The results table (markdown and jsonl), the summary numbers and the pass rule, and the plot.
 
 Memory columns are measured on the `mem_batch` probe batch; MACs and CPU time per step on
 the training batch.
@@ -9,27 +9,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rayworks.platform import tables
+from rayworks.platform.tables import Column
+
 PASS_EPS = (0.8, 0.9)  # methods file: the pass rule is checked at ε ∈ {0.8, 0.9}
 PASS_ACC_DROP = 0.02  # accuracy ≥ vanilla - 2 points
 PASS_ACT_RATIO = 10.0  # ≥ 10x less analytic activation memory in the wrapped layers
 
 COLUMNS = (
-    ("setting", "setting", "{}"),
-    ("lr", "lr", "{:g}"),
-    ("test_accuracy", "test acc", "{:.3f}"),
-    ("val_accuracy", "val acc", "{:.3f}"),
-    ("act_kib", "act KiB/layer (analytic)", "{:.1f}"),
-    ("act_ratio", "act x less", "{:.1f}"),
-    ("saved_kib", "saved KiB/layer (measured)", "{:.1f}"),
-    ("saved_total_mib", "saved MiB model (measured)", "{:.2f}"),
-    ("saved_wrapped_mib", "of which wrapped layers", "{:.2f}"),
-    ("weight_kib", "weight KiB/layer", "{:.1f}"),
-    ("rss_train_mb", "peak RSS +MB (measured)", "{:.1f}"),
-    ("train_gmacs", "train GMAC/step", "{:.3f}"),
-    ("infer_mmacs", "infer MMAC/image", "{:.3f}"),
-    ("cpu_ms", "CPU ms/step", "{:.0f}"),
-    ("cpu_ratio", "CPU/step ÷ vanilla", "{:.2f}"),
-    ("infer_ms", "infer ms/batch", "{:.1f}"),
+    Column("setting"),
+    Column("lr", spec="g"),
+    Column("test_accuracy", "test acc", ".3f"),
+    Column("val_accuracy", "val acc", ".3f"),
+    Column("act_kib", "act KiB/layer (analytic)", ".1f"),
+    Column("act_ratio", "act x less", ".1f"),
+    Column("saved_kib", "saved KiB/layer (measured)", ".1f"),
+    Column("saved_total_mib", "saved MiB model (measured)", ".2f"),
+    Column("saved_wrapped_mib", "of which wrapped layers", ".2f"),
+    Column("weight_kib", "weight KiB/layer", ".1f"),
+    Column("rss_train_mb", "peak RSS +MB (measured)", ".1f"),
+    Column("train_gmacs", "train GMAC/step", ".3f"),
+    Column("infer_mmacs", "infer MMAC/image", ".3f"),
+    Column("cpu_ms", "CPU ms/step", ".0f"),
+    Column("cpu_ratio", "CPU/step ÷ vanilla", ".2f"),
+    Column("infer_ms", "infer ms/batch", ".1f"),
 )
 
 
@@ -60,14 +63,9 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    flat = table_rows(rows)
-    head = "| " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    lines = [head, "|" + "---|" * len(COLUMNS)]
-    for r in flat:
-        cells = [fmt.format(r[key]) if r[key] is not None else "-" for key, _, fmt in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+def write_table(folder: Path, rows: list[dict[str, Any]]) -> Path:
+    """table.md and table.jsonl: one display row per setting (`table_rows`)."""
+    return tables.write_table(folder, table_rows(rows), COLUMNS)
 
 
 def summarize(rows: list[dict[str, Any]], method_label: str) -> dict[str, float]:
