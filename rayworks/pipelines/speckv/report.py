@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from rayworks.pipelines.speckv.evaluate import PromptResult
+from rayworks.platform import tables
 from rayworks.platform.stats import paired_ci
+from rayworks.platform.tables import Column
 
 PASS_BUDGETS = (8, 16, 32)
 
@@ -100,17 +102,19 @@ def paired_summary(results: list[PromptResult], cfg: Any) -> dict[str, float]:
     return out
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def columns(rows: list[dict[str, Any]]) -> list[Column]:
+    """row, budget C ("all" for the full cache), accuracy overall and per task, agreement
+    with the full-cache answer, recall@C (KV rows only) and the KV bytes."""
     tasks = [k for k in rows[0] if k.startswith("acc_")]
-    head = ["row", "C", "accuracy", *tasks, "agree", "recall@C", "KV bytes"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r["row"], str(r["budget"] or "all"), f"{r['accuracy']:.3f}"]
-        cells += [f"{r[t]:.3f}" for t in tasks] + [f"{r['agree']:.3f}"]
-        rec = "" if math.isnan(r["recall"]) else f"{r['recall']:.3f}"
-        cells += [rec, f"{r['kv_bytes']:.0f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return [
+        Column("row"),
+        Column("budget", "C", render=lambda r: str(r["budget"] or "all")),
+        Column("accuracy", spec=".3f"),
+        *(Column(t, spec=".3f") for t in tasks),
+        Column("agree", spec=".3f"),
+        Column("recall", "recall@C", ".3f"),
+        Column("kv_bytes", "KV bytes", ".0f"),
+    ]
 
 
 def write_report(
@@ -118,12 +122,9 @@ def write_report(
 ) -> None:
     """`table.jsonl`, `table.md` and `accuracy_vs_budget.png` (accuracy of the KV and the
     prompt-compression rows, recall@C of the KV rows) under `folder`."""
-    import json
-
     from rayworks.platform.figures import subplots
 
-    (folder / "table.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "table.md").write_text(markdown(rows))
+    tables.write_table(folder, rows, columns(rows))
     fig, axes = subplots(1, 3, figsize=(16, 4))
     for name in cfg.kv_rows:
         pts = sorted((r["budget"], r["recall"]) for r in rows if r["row"] == name)
