@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
-from rayworks.platform.tables import cell
+from rayworks.platform.tables import Column, Table
 
 GEOMETRY = ("future_cd", "observed_cd", "future_emd", "observed_emd", "future_iou", "observed_iou")
 PARAMS = ("log_E_err", "nu_err", "yield_err", "theta_err", "mu_err", "v0_err", "family_ok")
@@ -60,6 +61,19 @@ def pass_rule(
     return out
 
 
+COLUMNS = (
+    *GEOMETRY,
+    "log_E_err",
+    "log_E_err_elastic",
+    "nu_err",
+    "yield_err",
+    "theta_err",
+    "mu_err",
+    "family_ok",
+    "seconds",
+)
+
+
 def write_table(
     ctx: RunContext, rows: list[dict[str, Any]], per_arm: dict[str, dict[str, float]]
 ) -> Path:
@@ -68,41 +82,26 @@ def write_table(
     slim = [
         {k: v for k, v in r.items() if k not in ("curve", "rollout", "truth", "obj")} for r in rows
     ]
-    ctx.write_jsonl("table.jsonl", slim)
-    cols = (
-        *GEOMETRY,
-        "log_E_err",
-        "log_E_err_elastic",
-        "nu_err",
-        "yield_err",
-        "theta_err",
-        "mu_err",
-        "family_ok",
-        "seconds",
-    )
-    lines = [
-        "CD/EMD in domain units (1 = box side), means over scenes; errors over objects.",
-        "",
-        "| arm | " + " | ".join(cols) + " |",
-        "|---|" + "---:|" * len(cols),
-    ]
-    lines += [f"| {a} | " + " | ".join(cell(m[c]) for c in cols) + " |" for a, m in per_arm.items()]
+    means = [{**m, "arm": a} for a, m in per_arm.items()]
     scenes = sorted({(r["scene_index"], r["scene"]) for r in rows})
-    lines += [
-        "",
-        "Future CD per scene:",
-        "",
-        "| arm | " + " | ".join(s for _, s in scenes) + " |",
-        "|---|" + "---:|" * len(scenes),
+    per_scene = [
+        {"arm": arm, **{f"s{r['scene_index']}": r["future_cd"] for r in rows if r["arm"] == arm}}
+        for arm in per_arm
     ]
-    for arm in per_arm:
-        by = {r["scene_index"]: r["future_cd"] for r in rows if r["arm"] == arm}
-        lines.append(
-            f"| {arm} | " + " | ".join(cell(by.get(i, math.nan)) for i, _ in scenes) + " |"
-        )
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return tables.write_table(
+        ctx.artifacts_dir,
+        means,
+        ["arm", *(Column(c, right=True) for c in COLUMNS)],
+        title="CD/EMD in domain units (1 = box side), means over scenes; errors over objects.",
+        more=[
+            Table(
+                per_scene,
+                ["arm", *(Column(f"s{i}", s, right=True) for i, s in scenes)],
+                "Future CD per scene:",
+            )
+        ],
+        jsonl=slim,
+    )
 
 
 def write_plot(folder: Path, per_arm: dict[str, dict[str, float]]) -> None:
