@@ -185,11 +185,13 @@ def _in_run(run: PlannedRun, plan: Sequence[PlannedRun]) -> InRun | None:
 
 def from_method_run(arm: str, how: InRun, method: Outcome) -> Outcome:
     """The outcome of `arm` read off the method's outcome of the same seed: its keys with
-    `how.prefix` stripped (a failed method run fails the arm with the same error)."""
+    `how.prefix` stripped, and `how.shared` as they are (a failed method run fails the arm
+    with the same error)."""
     summary = None
     if method.summary is not None:
         n = len(how.prefix)
-        summary = {k[n:]: v for k, v in method.summary.items() if k.startswith(how.prefix)}
+        summary = {k: method.summary[k] for k in how.shared if k in method.summary}
+        summary |= {k[n:]: v for k, v in method.summary.items() if k.startswith(how.prefix)}
     return Outcome(arm, method.seed, summary, method.error, method.metrics_path, how.prefix)
 
 

@@ -65,14 +65,17 @@ class InRun:
 
     `reason` says why the method run holds it (the state the arms share); the run does so
     when `member` is in its config's list field `field`, and its summary then holds every
-    key of the arm's own summary as `prefix + key`. `rayworks bench` then takes the arm's
-    row from the method's runs (`bench.split_in_run`) instead of running it a second time.
+    key of the arm's own summary as `prefix + key`, except the `shared` keys: properties of
+    the shared inputs (e.g. a spectrum statistic), the same for every arm, kept unprefixed.
+    `rayworks bench` then takes the arm's row from the method's runs (`bench.split_in_run`)
+    instead of running it a second time.
     """
 
     reason: str
     member: str
     prefix: str
     field: str = "compare"
+    shared: tuple[str, ...] = ()
 
     def computed_by(self, cfg: Any) -> bool:
         """Whether a method run with config `cfg` (a config or its dumped dict) computes it."""

@@ -518,12 +518,12 @@ def in_run_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     `inrun_c` (launched: a run of its own)."""
     monkeypatch.setattr(registry, "load_all", lambda: None)
     monkeypatch.setattr(registry, "PIPELINES", dict(registry.PIPELINES))
-    how = registry.InRun("one model shared by both arms", member="b", prefix="b_")
+    how = registry.InRun("one model shared by both arms", member="b", prefix="b_", shared=("n",))
     registry.pipeline(
         "inrun",
         config=InRunConfig,
         headline=("acc", "max"),
-        report=("loss",),
+        report=("loss", "n"),
         arms={
             "inrun_b": registry.Arm("b", {"arm": "b", "compare": []}, in_run=how),
             "inrun_c": registry.Arm("c", {"arm": "c", "compare": []}),
@@ -538,7 +538,7 @@ def _fake_execute(executed: list[tuple[str, int]]):
         outcomes = []
         for r in todo:
             executed.append((r.arm.name, r.cfg.seed))
-            summary = {"acc": 0.5 + r.cfg.seed, "loss": 1.0, "b_acc": 0.25 + r.cfg.seed}
+            summary = {"acc": 0.5 + r.cfg.seed, "loss": 1.0, "b_acc": 0.25 + r.cfg.seed, "n": 7}
             outcomes.append(bench.Outcome(r.arm.name, r.cfg.seed, summary, None, Path("-")))
         return outcomes
 
@@ -556,6 +556,7 @@ def test_an_in_run_arm_is_not_launched_and_keeps_its_row(in_run_registry, tmp_pa
     assert arms["inrun_b"]["role"] == "baseline"
     assert arms["inrun_b"]["values"] == [0.25, 1.25]  # the method summary's b_acc per seed
     assert math.isnan(arms["inrun_b"]["secondary"]["loss"]["mean"])  # no b_loss: no value
+    assert arms["inrun_b"]["secondary"]["n"]["values"] == [7, 7]  # shared: taken unprefixed
     assert arms["inrun_b"]["paired"]["values"] == pytest.approx([-0.25, -0.25])
     assert "inrun_b: read from the runs of inrun (one model shared by both arms)" in result.markdown
     # a method run that does not compute the arm (compare=[]) leaves it to a run of its own

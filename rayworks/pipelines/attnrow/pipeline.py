@@ -288,12 +288,14 @@ def run_attnrow(cfg: AttnRowConfig, ctx: RunContext) -> dict[str, float]:
         "attnrow_uniform": Arm(
             "Uniform-landmark Nyström attention rows with exact D and Z.",
             {"method": "uniform_nystrom", "compare": []},
-            in_run=InRun(IN_RUN, member="uniform_nystrom", prefix="uniform_nystrom_"),
+            in_run=InRun(
+                IN_RUN, member="uniform_nystrom", prefix="uniform_nystrom_", shared=("s_lambda",)
+            ),
         ),
         "attnrow_performer": Arm(
             "Performer positive-random-feature attention rows (r = s features).",
             {"method": "performer", "compare": []},
-            in_run=InRun(IN_RUN, member="performer", prefix="performer_"),
+            in_run=InRun(IN_RUN, member="performer", prefix="performer_", shared=("s_lambda",)),
         ),
     },
     headline=("row_err", "min"),
