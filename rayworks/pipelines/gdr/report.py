@@ -5,11 +5,13 @@ group count m, at the k = 1 tuned setting, retuned per point, and per radius."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
-from rayworks.platform.tables import cell
+from rayworks.platform.tables import Column, Table
 
 
 def pass_rule(
@@ -85,20 +87,39 @@ def sweep_summary(sweep: list[dict[str, Any]]) -> dict[str, float]:
     return {**out, **head_to_head(sweep), **head_to_head(sweep, "solves_to_target")}
 
 
-def _row_md(r: dict[str, Any]) -> str:
-    params = ", ".join(f"{k}={v}" for k, v in r.get("params", {}).items())
-    return (
-        f"| {r['arm']} | {params} | {r['m']} | {r['k']} | {cell(r['iters_to_target'], '.3g')} "
-        f"| {cell(r['seconds_to_target'], '.3g')} | {cell(r['solves_to_target'], '.3g')} "
-        f"| {cell(r['final_gap'], '.2e')} | {cell(r['relopt_iters_to_target'], '.3g')} "
-        f"| {cell(r['relopt_final_gap'], '.2e')} | {r['iterations']:.0f} |"
-    )
+def _params(r: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in r.get("params", {}).items())
 
 
-HEADER = (
-    "| arm | tuned setting | m | k | iters to 1% | s to 1% | solves to 1% | final gap "
-    "| iters to 1% of OPT | final (F-OPT)/OPT | iterations run |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+ARM_COLUMNS = (
+    Column("arm"),
+    Column("params", "tuned setting", render=_params),
+    Column("m", spec="", right=True),
+    Column("k", spec="", right=True),
+    Column("iters_to_target", "iters to 1%", ".3g", right=True),
+    Column("seconds_to_target", "s to 1%", ".3g", right=True),
+    Column("solves_to_target", "solves to 1%", ".3g", right=True),
+    Column("final_gap", "final gap", ".2e", right=True),
+    Column("relopt_iters_to_target", "iters to 1% of OPT", ".3g", right=True),
+    Column("relopt_final_gap", "final (F-OPT)/OPT", ".2e", right=True),
+    Column("iterations", "iterations run", ".0f", right=True),
+)
+INTERP_COLUMNS = (
+    Column("p", spec="g", right=True),
+    Column("worst", "worst-group loss", ".6g", right=True),
+    Column("average", "average loss", ".6g", right=True),
+)
+H2H_COLUMNS = (
+    Column("sweep"),
+    Column("k", spec="", right=True),
+    Column("m", "m·k", "", right=True),
+    Column("eps", "ε/f(x₀)", "g", right=True),
+    Column("radius", "r/f(x₀)", "g", right=True),
+    Column("lewis_iters", "Lewis iters", ".3g", right=True),
+    Column("euclid_iters", "Euclid iters", ".3g", right=True),
+    Column("lewis_solves", "Lewis solves", ".3g", right=True),
+    Column("euclid_solves", "Euclid solves", ".3g", right=True),
+    Column("win", "fewer iters"),
 )
 
 
@@ -112,41 +133,36 @@ def write_table(
 ) -> Path:
     """table.jsonl: every piece without its curves; table.md: tuned arms, extras, interp."""
     slim = [{k: v for k, v in r.items() if not k.startswith("curve")} for r in rows + extras]
-    ctx.write_jsonl("table.jsonl", slim + interp)
-    lines = [
-        f"OPT (cvxpy/CLARABEL) = {opt:.6g}. Gap = (F - OPT)/(F(x₀) - OPT), best so far.",
-        "",
-        "Tuned arms:",
-        "",
-        HEADER,
-        *(_row_md(r) for r in best.values()),
-    ]
+    more = []
     if extras:
-        lines += [
-            "",
-            "Duplication (k) and m sweep (k = 1 tuned settings):",
-            "",
-            HEADER,
-            *(_row_md(r) for r in extras if r.get("tuned", True)),
+        tuned = [r for r in extras if r.get("tuned", True)]
+        more += [
+            Table(tuned, ARM_COLUMNS, "Duplication (k) and m sweep (k = 1 tuned settings):"),
+            Table(h2h_rows(extras), H2H_COLUMNS, H2H_TITLE),
         ]
-        lines += ["", *h2h_table(extras)]
     if interp:
-        lines += [
-            "",
-            "p-interpolation (minimiser of (1/m) Σ l_i^{p/2}):",
-            "",
-            "| p | worst-group loss | average loss |",
-            "|---:|---:|---:|",
-            *(f"| {r['p']:g} | {r['worst']:.6g} | {r['average']:.6g} |" for r in interp),
-            f"| ∞ (GDR) | {opt:.6g} | - |",
-        ]
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+        gdr = {"p": "∞ (GDR)", "worst": opt, "average": None}
+        title = "p-interpolation (minimiser of (1/m) Σ l_i^{p/2}):"
+        more.append(Table([*interp, gdr], INTERP_COLUMNS, title))
+    return tables.write_table(
+        ctx.artifacts_dir,
+        list(best.values()),
+        ARM_COLUMNS,
+        title=f"OPT (cvxpy/CLARABEL) = {opt:.6g}. Gap = (F - OPT)/(F(x₀) - OPT), best so "
+        "far.\n\nTuned arms:",
+        more=more,
+        jsonl=slim + interp,
+    )
 
 
-def h2h_table(sweep: list[dict[str, Any]]) -> list[str]:
-    """Markdown lines: Lewis vs Euclidean iterations / solves to 1% per sweep cell."""
+H2H_TITLE = (
+    "Lewis vs Euclidean ball oracle at every sweep cell (iterations / linear solves "
+    "to 1%; '-' = never):"
+)
+
+
+def h2h_rows(sweep: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Lewis vs Euclidean iterations / solves to 1% per sweep cell both ran."""
     cells: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in sweep:
         if r["arm"] in ("lewis", "euclid"):
@@ -154,27 +170,27 @@ def h2h_table(sweep: list[dict[str, Any]]) -> list[str]:
             cells.setdefault((r["sweep"], r["k"], r["m"], p["eps_rel"], p["radius_rel"]), {})[
                 r["arm"]
             ] = r
-    lines = [
-        "Lewis vs Euclidean ball oracle at every sweep cell (iterations / linear solves "
-        "to 1%; '-' = never):",
-        "",
-        "| sweep | k | m·k | ε/f(x₀) | r/f(x₀) | Lewis iters | Euclid iters | Lewis solves "
-        "| Euclid solves | fewer iters |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    out = []
     for (sweep_name, k, m, eps, rad), c in sorted(cells.items()):
         if len(c) < 2:
             continue
         lw, eu = c["lewis"], c["euclid"]
         a, b = _never_is_worst(lw["iters_to_target"]), _never_is_worst(eu["iters_to_target"])
-        win = "Lewis" if a < b else "Euclid" if b < a else "tie"
-        lines.append(
-            f"| {sweep_name} | {k} | {m} | {eps:g} | {rad:g} "
-            f"| {cell(lw['iters_to_target'], '.3g')} | {cell(eu['iters_to_target'], '.3g')} "
-            f"| {cell(lw['solves_to_target'], '.3g')} | {cell(eu['solves_to_target'], '.3g')} "
-            f"| {win} |"
+        out.append(
+            {
+                "sweep": sweep_name,
+                "k": k,
+                "m": m,
+                "eps": eps,
+                "radius": rad,
+                "lewis_iters": lw["iters_to_target"],
+                "euclid_iters": eu["iters_to_target"],
+                "lewis_solves": lw["solves_to_target"],
+                "euclid_solves": eu["solves_to_target"],
+                "win": "Lewis" if a < b else "Euclid" if b < a else "tie",
+            }
         )
-    return lines
+    return out
 
 
 def write_plots(

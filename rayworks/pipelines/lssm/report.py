@@ -73,7 +73,7 @@ def _pct(key: str, header: str) -> Column:
 COLUMNS = (
     Column("method"),
     Column("sigma", spec="g", right=True),
-    Column("trials", right=True),
+    Column("trials", spec="", right=True),
     Column("success", "success Φ̂", ".2f", right=True),
     Column("exact_support", "exact supp(Â)", ".2f", right=True),
     Column(
