@@ -68,10 +68,11 @@ def write_table(
     title: str = "",
     more: Sequence[Table] = (),
     jsonl: Sequence[Mapping[str, Any]] | None = None,
+    footer: str = "",
 ) -> Path:
     """Write `folder/<name>.jsonl` (every key of every row of `jsonl`, default `rows`) and
     `folder/<name>.md` (`title`, the table of `columns`, then each of `more` after its own
-    title); returns the markdown path."""
+    title, then `footer`); returns the markdown path."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{name}.jsonl").open("w", encoding="utf-8") as f:
         for row in rows if jsonl is None else jsonl:
@@ -81,5 +82,5 @@ def write_table(
         (f"{t.title}\n\n" if t.title else "") + markdown(t.rows, t.columns) for t in parts
     )
     path = folder / f"{name}.md"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + (f"\n{footer}\n" if footer else ""), encoding="utf-8")
     return path

@@ -55,6 +55,7 @@ def test_rendered_and_right_aligned_columns_further_tables_and_other_jsonl_rows(
         ["m", pr, Column("mre", "MRE", ".2%", right=True)],
         more=[Table([{"n": 8, "s": 1.5}], ["n", "s"], "scaling")],
         jsonl=[{"piece": 1}, {"piece": 2}],
+        footer="slopes: 1.00",
     )
     assert md.read_text().splitlines() == [
         "| m | P / R | MRE |",
@@ -66,6 +67,8 @@ def test_rendered_and_right_aligned_columns_further_tables_and_other_jsonl_rows(
         "| n | s |",
         "|---|---|",
         "| 8 | 1.5 |",
+        "",
+        "slopes: 1.00",
     ]
     back = [json.loads(line) for line in (tmp_path / "table.jsonl").read_text().splitlines()]
     assert back == [{"piece": 1}, {"piece": 2}]
