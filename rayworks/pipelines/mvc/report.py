@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from rayworks.pipelines.mvc.metrics import loglog_slope
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
-from rayworks.platform.tables import cell
+from rayworks.platform.tables import Column, Table, cell
 
 QUALITY = ("mcd", "mcd_dtw", "log_f0_rmse", "log_dur_mae", "per")
 
@@ -47,6 +48,25 @@ def pass_rule(
     return out
 
 
+ARM_COLUMNS = (
+    Column("label", "arm"),
+    Column("params", spec="", right=True),
+    Column("mcd", "MCD", right=True),
+    Column("mcd_dtw", "MCD-DTW", right=True),
+    Column("log_f0_rmse", "log-F0 RMSE", right=True),
+    Column("log_dur_mae", "log-dur MAE", right=True),
+    Column("per", "PER", right=True),
+    Column("train_seconds", "train s", ".0f", right=True),
+)
+SCALING_COLUMNS = (
+    Column("encoder"),
+    Column("T", spec="", right=True),
+    Column("seconds", right=True),
+    Column("frames_per_s", "frames/s", ".0f", right=True),
+    Column("peak_mb", "peak MB", right=True),
+)
+
+
 def write_table(
     ctx: RunContext,
     arms: list[dict[str, Any]],
@@ -58,43 +78,28 @@ def write_table(
     """table.jsonl: one row per arm and per scaling point; table.md: the same, readable."""
     rows = [{k: v for k, v in a.items() if k != "curve"} for a in arms]
     points = [r for piece in scaling for r in piece["rows"]]
-    ctx.write_jsonl("table.jsonl", rows + points + [{"kind": "floors", **floors, **extra}])
-    lines = [
-        "Test split, fixed decoder. MCD = teacher-forced durations (dB, 13 cepstra); "
-        "MCD-DTW, duration error and PER use the stack's own durations.",
-        "",
-        "| arm | params | MCD | MCD-DTW | log-F0 RMSE | log-dur MAE | PER | train s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for a in arms:
-        lines.append(
-            f"| {a['label']} | {a['params']} | {cell(a['mcd'])} | {cell(a['mcd_dtw'])} "
-            f"| {cell(a['log_f0_rmse'])} | {cell(a['log_dur_mae'])} | {cell(a['per'])} "
-            f"| {a['train_seconds']:.0f} |"
-        )
-    lines += [
-        "",
+    floor_line = (
         f"Floors: decoder on ground-truth features MCD {cell(floors['mcd_decoder_floor'])}; "
-        f"recognizer PER on ground-truth mels {cell(floors['per_ground_truth'])}.",
-    ]
+        f"recognizer PER on ground-truth mels {cell(floors['per_ground_truth'])}."
+    )
+    notes = [] if points else [floor_line]
+    more = []
     if points:
-        lines += [
-            "",
-            "Encoder scaling (1 layer, batch 1, no_grad):",
-            "",
-            "| encoder | T | seconds | frames/s | peak MB |",
-            "|---|---:|---:|---:|---:|",
-            *(
-                f"| {r['encoder']} | {r['T']} | {r['seconds']:.4g} | {r['frames_per_s']:.0f} "
-                f"| {r['peak_mb']:.4g} |"
-                for r in points
-            ),
-            "",
-            "Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items()),
-        ]
+        title = f"{floor_line}\n\nEncoder scaling (1 layer, batch 1, no_grad):"
+        more.append(Table(points, SCALING_COLUMNS, title))
+        notes.append("Log-log slopes: " + ", ".join(f"{k} {v:.2f}" for k, v in slope.items()))
     if extra:
-        lines += ["", ", ".join(f"{k} = {cell(v)}" for k, v in extra.items())]
-    (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")
+        notes.append(", ".join(f"{k} = {cell(v)}" for k, v in extra.items()))
+    tables.write_table(
+        ctx.artifacts_dir,
+        arms,
+        ARM_COLUMNS,
+        title="Test split, fixed decoder. MCD = teacher-forced durations (dB, 13 cepstra); "
+        "MCD-DTW, duration error and PER use the stack's own durations.",
+        more=more,
+        jsonl=rows + points + [{"kind": "floors", **floors, **extra}],
+        footer="\n\n".join(notes),
+    )
 
 
 def write_plots(ctx: RunContext, arms: list[dict[str, Any]], scaling: list[dict[str, Any]]) -> None:
