@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rayworks.pipelines.dpad.grid import ACC_DIFFS, METRICS, PAIRS
+from rayworks.platform.stats import mean_ci, paired_ci
 
 
 def markdown_table(rows: list[dict[str, float]], decoders: list[str]) -> str:
@@ -87,3 +88,65 @@ def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+# (label, decoder, reference) of the per-seed paired differences `seed_rows` reports.
+SEED_DIFFS = (
+    ("dpad-van", "dpad_et", "vanilla_et"),
+    ("w0-dpad", "w0_et", "dpad_et"),
+    ("dpad-unif", "dpad_et", "dpad_uniform_et"),
+)
+SEED_ACCS = ("vanilla", "vanilla_et", "dpad_et", "w0_et", "dpad_uniform_et")
+
+
+def _put(row: dict, key: str, stat: tuple[float, float, float], sign: str = "") -> None:
+    """`row[key]` = "mean [low, high]", and the three numbers as `<key>_mean/_lo/_hi`."""
+    mean, lo, hi = stat
+    row[key] = f"{mean:{sign}.3f} [{lo:{sign}.3f}, {hi:{sign}.3f}]"
+    row[f"{key}_mean"], row[f"{key}_lo"], row[f"{key}_hi"] = stat
+
+
+def seed_rows(summaries: list[dict[str, float]]) -> list[dict[str, float | str]]:
+    """One row per gen length over the seeds' `dpad` summaries (one per seed, same config):
+    each decoder's exact match (overall and on addition), mean and 95% Student-t interval
+    over seeds; the paired-over-seeds differences of `SEED_DIFFS`; and DPad+ET's token-proxy
+    and wall-clock speedups over vanilla+ET. Cells are "mean [low, high]" strings, the
+    numbers are kept beside them (`<key>_mean`, `_lo`, `_hi`) for the jsonl."""
+    gens = sorted(int(k.rsplit("_g", 1)[1]) for k in summaries[0] if k.startswith("accuracy_g"))
+    rows: list[dict[str, float | str]] = []
+    for g in gens:
+        row: dict[str, float | str] = {"gen": g, "seeds": len(summaries)}
+        for name in SEED_ACCS:
+            for suffix in ("acc", "acc_add_lsb"):
+                key = f"{name}_{suffix}_g{g}"
+                if key in summaries[0]:
+                    _put(row, f"{name}_{suffix}", mean_ci([s[key] for s in summaries]))
+        for label, name, ref in SEED_DIFFS:
+            a, b = f"{name}_acc_g{g}", f"{ref}_acc_g{g}"
+            if a in summaries[0] and b in summaries[0]:
+                _put(
+                    row, label, paired_ci([s[a] for s in summaries], [s[b] for s in summaries]), "+"
+                )
+        for kind in ("tokens", "wall"):
+            key = f"dpad_et_speedup_{kind}_vs_vanilla_et_g{g}"
+            if key in summaries[0]:
+                _put(row, f"speedup_{kind}", mean_ci([s[key] for s in summaries]))
+        rows.append(row)
+    return rows
+
+
+SEED_COLUMNS = (
+    "gen",
+    "vanilla_et_acc",
+    "dpad_et_acc",
+    "w0_et_acc",
+    "dpad_uniform_et_acc",
+    "dpad-van",
+    "w0-dpad",
+    "dpad-unif",
+    "vanilla_et_acc_add_lsb",
+    "dpad_et_acc_add_lsb",
+    "w0_et_acc_add_lsb",
+    "speedup_tokens",
+    "speedup_wall",
+)

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from rayworks.pipelines.dpad.config import DPadConfig
+from rayworks.pipelines.dpad.pipeline import TEST_SEED_OFFSET
 from rayworks.pipelines.dpad.tasks import (
     BOS,
     DIGIT0,
@@ -68,3 +70,14 @@ def test_unknown_task_and_pad_side_are_config_errors() -> None:
         TaskConfig(tasks=["multiply"])
     with pytest.raises(ValidationError, match="pad"):
         TaskConfig(pad="middle")
+
+
+def test_default_answers_reach_past_the_second_block() -> None:
+    """The default test prompts' answers span >= 3 decoding blocks (EOS in block 3 or
+    later), so earlier blocks are decoded while answer tokens are still masked suffix:
+    with every answer inside the first block, no suffix could ever matter to an answer."""
+    cfg = DPadConfig()
+    test = make_batch(cfg.n_test, cfg.data, np.random.default_rng(cfg.seed + TEST_SEED_OFFSET))
+    eos_block = [len(answer) // cfg.block_length for answer in test.answers]  # 0-based
+    assert min(eos_block) >= 2, f"an answer ends in block {min(eos_block) + 1}"
+    assert set(test.tasks) == {"copy", "add_lsb"}  # both tasks, addition included
