@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from rayworks.pipelines.aqer.config import AqerConfig
 from rayworks.pipelines.aqer.entropy import f1, f2
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import Column, Table
 
 PASS_WIN_RATE = 0.8  # pass rule: AQER wins on >= 80% of (state, G) cells
 
@@ -84,61 +88,94 @@ def summarise(
     return summary
 
 
+def _aqer_only(key: str, spec: str) -> Column:
+    """A column only AQER's rows fill (Step II and the Theorem 3.1 check)."""
+    return Column(
+        key,
+        render=lambda r: format(r[key], spec) if r["arm"] == "aqer" else "-",
+        right=True,
+    )
+
+
+def _in_bounds(r: Mapping[str, Any]) -> str:
+    if r["arm"] != "aqer":
+        return "-"
+    return "yes" if r["step2_in_bounds"] and r["final_above_f1"] else "NO"
+
+
+COLUMNS = (
+    Column("target"),
+    Column("g", "G", "", right=True),
+    Column("arm"),
+    Column("g_used", "G used", "", right=True),
+    Column("infidelity", spec=".4f", right=True),
+    replace(_aqer_only("infidelity_step2", ".4f"), header="Step II"),
+    replace(_aqer_only("entropy_step1", ".3f"), header="S"),
+    replace(_aqer_only("f1", ".4f"), header="f1(S)"),
+    replace(_aqer_only("f2", ".4f"), header="f2(S)"),
+    Column("step2_in_bounds", "in bounds", render=_in_bounds),
+)
+
+
 def write_table(
     ctx: RunContext, cfg: AqerConfig, table: list[dict[str, Any]], scaling: list[dict[str, Any]]
 ) -> None:
     order = {a: i for i, a in enumerate([cfg.arm, *cfg.compare])}
     table.sort(key=lambda r: (r["target"], r["g"], order[r["arm"]]))
-    ctx.write_jsonl("table.jsonl", table)
-    lines = [
-        f"N = {cfg.n_qubits} qubits, gate_count = {cfg.gate_count}. AQER columns: S after "
-        "Step I, Step II infidelity and Theorem 3.1 bounds [f1(S), f2(S)].",
-        "",
-        "| target | G | arm | G used | infidelity | Step II | S | f1(S) | f2(S) | in bounds |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in table:
-        if r["arm"] == "aqer":
-            extra = (
-                f"{r['infidelity_step2']:.4f} | {r['entropy_step1']:.3f} | {r['f1']:.4f} "
-                f"| {r['f2']:.4f} | {'yes' if r['step2_in_bounds'] and r['final_above_f1'] else 'NO'}"
-            )
-        else:
-            extra = "- | - | - | - | -"
-        lines.append(
-            f"| {r['target']} | {r['g']} | {r['arm']} | {r['g_used']} "
-            f"| {r['infidelity']:.4f} | {extra} |"
-        )
+    more = []
     if scaling:
         ctx.write_jsonl("scaling.jsonl", scaling)
-        lines += scaling_lines(scaling)
+        more.append(scaling_table(scaling))
         scaling_plot(ctx, scaling)
-    (ctx.artifacts_dir / "table.md").write_text("\n".join(lines) + "\n")
+    tables.write_table(
+        ctx.artifacts_dir,
+        table,
+        COLUMNS,
+        title=f"N = {cfg.n_qubits} qubits, gate_count = {cfg.gate_count}. AQER columns: S "
+        "after Step I, Step II infidelity and Theorem 3.1 bounds [f1(S), f2(S)].",
+        more=more,
+    )
 
 
-def scaling_lines(scaling: list[dict[str, Any]]) -> list[str]:
+def _mps(r: Mapping[str, Any]) -> bool:
+    return r.get("path") == "mps"
+
+
+SCALING_COLUMNS = (
+    Column("n_qubits", "N", "", right=True),
+    Column("path", render=lambda r: "mps" if _mps(r) else "sv"),
+    Column("blocks", "blocks T", "", right=True),
+    Column("entropy_target", "S target", ".3f", right=True),
+    Column("entropy_step1", "S after Step I", ".3f", right=True),
+    Column("infidelity_step2", "Step II infidelity", ".4f", right=True),
+    Column("f1", spec=".4f", right=True),
+    Column("f2", spec=".4f", right=True),
+    Column("in_bounds", "in bounds", render=lambda r: "yes" if r["in_bounds"] else "NO"),
+    Column(
+        "bond_target",
+        "χ",
+        render=lambda r: f"{r['bond_target']} / {r['bond_reduced']}" if _mps(r) else "exact",
+    ),
+    Column(
+        "discarded_target",
+        "discarded",
+        render=lambda r: (
+            f"{r['discarded_target']:.1e} / {r['discarded_step1']:.1e}" if _mps(r) else "0"
+        ),
+    ),
+    Column("seconds", spec=".1f", right=True),
+)
+
+
+def scaling_table(scaling: list[dict[str, Any]]) -> Table:
     """The scaling table: state vector up to `mps_above`, MPS (TEBD target) beyond."""
-    lines = [
-        "",
+    return Table(
+        sorted(scaling, key=lambda r: r["n_qubits"]),
+        SCALING_COLUMNS,
         "AQER Steps I-II on the TFIM (h = 1) ground state (sv = state vector, "
         "mps = MPS path; χ = max bond of target / reduced state; discarded = summed "
         "SVD weight of TEBD / Step I):",
-        "",
-        "| N | path | blocks T | S target | S after Step I | Step II infidelity | f1 | f2 "
-        "| in bounds | χ | discarded | seconds |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
-    ]
-    for r in sorted(scaling, key=lambda r: r["n_qubits"]):
-        mps = r.get("path") == "mps"
-        chi = f"{r['bond_target']} / {r['bond_reduced']}" if mps else "exact"
-        dropped = f"{r['discarded_target']:.1e} / {r['discarded_step1']:.1e}" if mps else "0"
-        lines.append(
-            f"| {r['n_qubits']} | {'mps' if mps else 'sv'} | {r['blocks']} "
-            f"| {r['entropy_target']:.3f} | {r['entropy_step1']:.3f} "
-            f"| {r['infidelity_step2']:.4f} | {r['f1']:.4f} | {r['f2']:.4f} "
-            f"| {'yes' if r['in_bounds'] else 'NO'} | {chi} | {dropped} | {r['seconds']:.1f} |"
-        )
-    return lines
+    )
 
 
 def scaling_plot(ctx: RunContext, scaling: list[dict[str, Any]]) -> None:
