@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
 from rayworks.platform.figures import subplots
-from rayworks.platform.tables import cell
+from rayworks.platform.tables import Column, Table, cell
 
 
 def pass_rule(
@@ -39,6 +40,24 @@ def pass_rule(
 _f = partial(cell, spec=".3g")
 
 
+ARM_COLUMNS = (
+    Column("arm", "DiT arm"),
+    Column("latent"),
+    Column("alpha", spec=".3g", right=True),
+    Column("steps", spec="", right=True),
+    Column("flops", "FLOPs/forward", ",", right=True),
+    Column("train_loss_final", "final loss", ".3g", right=True),
+    Column("gfd", "gFD", ".3g", right=True),
+    Column("gacc", "sample acc", ".3g", right=True),
+    Column("rfd", "rFD", ".3g", right=True),
+)
+WIDTH_COLUMNS = (
+    Column("width", "width d", "", right=True),
+    Column("loss", "final loss", ".4f", right=True),
+    Column("bound", spec=".4f", right=True),
+)
+
+
 def write_table(
     ctx: RunContext,
     arms: list[dict[str, Any]],
@@ -46,34 +65,15 @@ def write_table(
     stage1: dict[str, float],
 ) -> Path:
     """table.jsonl (one row per DiT arm and per E1 width) and table.md."""
-    ctx.write_jsonl(
-        "table.jsonl", arms + [{k: v for k, v in w.items() if k != "losses"} for w in widths]
+    title = "E1 single-image overfit (per-element loss vs (1/n) Σ_{i>d} λ_i):"
+    return tables.write_table(
+        ctx.artifacts_dir,
+        arms,
+        ARM_COLUMNS,
+        title="Stage 1: " + ", ".join(f"{k} = {_f(v)}" for k, v in stage1.items()),
+        more=[Table(widths, WIDTH_COLUMNS, title)] if widths else [],
+        jsonl=arms + [{k: v for k, v in w.items() if k != "losses"} for w in widths],
     )
-    lines = [
-        "Stage 1: " + ", ".join(f"{k} = {_f(v)}" for k, v in stage1.items()),
-        "",
-        "| DiT arm | latent | alpha | steps | FLOPs/forward | final loss | gFD | sample acc "
-        "| rFD |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for a in arms:
-        lines.append(
-            f"| {a['arm']} | {a['latent']} | {_f(a['alpha'])} | {a['steps']} "
-            f"| {a['flops']:,} | {_f(a['train_loss_final'])} | {_f(a['gfd'])} "
-            f"| {_f(a['gacc'])} | {_f(a['rfd'])} |"
-        )
-    if widths:
-        lines += [
-            "",
-            "E1 single-image overfit (per-element loss vs (1/n) Σ_{i>d} λ_i):",
-            "",
-            "| width d | final loss | bound |",
-            "|---:|---:|---:|",
-            *(f"| {w['width']} | {w['loss']:.4f} | {w['bound']:.4f} |" for w in widths),
-        ]
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def smooth(values: list[float], window: int) -> np.ndarray:
