@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from rayworks.platform import tables
 from rayworks.platform.context import RunContext
+from rayworks.platform.tables import Column, Table
 
 Row = dict[str, Any]
 
@@ -63,10 +65,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _md(rows: list[Row], keys: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(_fmt(r.get(k, "-")) for k in keys) + " |" for r in rows]
-    return [*lines, ""]
+def _column(key: str) -> Column:
+    """`key` as `_fmt` writes it; "-" where a row lacks it."""
+    return Column(key, render=lambda r: _fmt(r.get(key, "-")))
 
 
 SECTIONS = {
@@ -145,15 +146,22 @@ SECTIONS = {
 
 
 def write_table(ctx: RunContext, table: list[Row], header: list[str]) -> Path:
-    ctx.write_jsonl("table.jsonl", table)
-    lines = [*header, ""]
-    for kind, (title, keys) in SECTIONS.items():
-        rows = [r for r in table if r["table"] == kind]
-        if rows:
-            lines += [f"### {title}", "", *_md(rows, keys)]
+    """table.jsonl (every row) and table.md: `header`, then one section per kind of row."""
+    parts = [
+        Table(rows, [_column(k) for k in keys], f"### {title}")
+        for kind, (title, keys) in SECTIONS.items()
+        if (rows := [r for r in table if r["table"] == kind])
+    ]
     path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines))
-    return path
+    if not parts:
+        ctx.write_jsonl("table.jsonl", table)
+        path.write_text("\n".join([*header, ""]))
+        return path
+    first, *more = parts
+    title = "\n".join([*header, "", first.title])
+    return tables.write_table(
+        ctx.artifacts_dir, first.rows, first.columns, title=title, more=more, jsonl=table
+    )
 
 
 def write_plots(folder: Path, table: list[Row]) -> list[Path]:
