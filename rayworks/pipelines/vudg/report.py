@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rayworks.pipelines.vudg.annotate import TYPES
 from rayworks.pipelines.vudg.config import VUDGConfig
+from rayworks.platform import tables as tables_md
 from rayworks.platform.context import RunContext
-from rayworks.platform.tables import cell
+from rayworks.platform.tables import Column, Table
 
 Cells = dict[tuple[str, str], tuple[int, int]]
 STAGES = (
@@ -60,21 +60,15 @@ def by(cells: Cells, axis: int) -> dict[str, float]:
     return {k: c / n for k, (c, n) in acc.items()}
 
 
-_f = partial(cell, spec=".3f")
-
-
-def _cell(cells: Cells, domain: str, qtype: str) -> str:
+def _share(cells: Cells, domain: str, qtype: str) -> float | None:
     c, n = cells.get((domain, qtype), (0, 0))
-    return _f(c / n) if n else "-"
+    return c / n if n else None
 
 
-def _md(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|---" + "|---:" * (len(header) - 1) + "|",
-        *("| " + " | ".join(r) + " |" for r in rows),
-        "",
-    ]
+def _grid(title: str, header: list[str], rows: list[list[Any]], spec: str = ".3f") -> Table:
+    """A table whose first column names the row and the others hold numbers (`spec`)."""
+    columns = [Column(header[0]), *(Column(h, spec=spec, right=True) for h in header[1:])]
+    return Table([dict(zip(header, r, strict=True)) for r in rows], columns, title)
 
 
 def _labels(tables: dict[str, Cells], protocol: str) -> list[str]:
@@ -106,68 +100,91 @@ def write_table(
         for (d, t), (c, n) in sorted(cells.items())
     ]
     rows += [{"annotation_branch": b, **report[b]} for b in ("het", "self")]
-    ctx.write_jsonl("table.jsonl", rows)
-    lines = ["Protocols (mean accuracy over held-out test domains; chance = 1/6):", ""]
-    lines += _md(
-        ["protocol", "accuracy", "training runs"],
-        [[p, _f(summary[f"{p}_accuracy"]), str(len(_labels(tables, p)))] for p in protocols],
-    )
+    acc = Column("accuracy", spec=".3f", right=True)
+    runs = Column("runs", "training runs", "", right=True)
+    parts = [
+        Table(
+            [
+                {
+                    "protocol": p,
+                    "accuracy": summary[f"{p}_accuracy"],
+                    "runs": len(_labels(tables, p)),
+                }
+                for p in protocols
+            ],
+            [Column("protocol"), acc, runs],
+            "Protocols (mean accuracy over held-out test domains; chance = 1/6):",
+        )
+    ]
     held = [p for p in ("lodo", "all") if p in protocols]
     if held:
-        lines += ["Held-out domains (LODO: model trained on the other domains):", ""]
-        lines += _md(
-            ["protocol", *cfg.held_out],
-            [
-                [p, *(_f(by(merged(tables, _labels(tables, p)), 0).get(d)) for d in cfg.held_out)]
-                for p in held
-            ],
+        parts.append(
+            _grid(
+                "Held-out domains (LODO: model trained on the other domains):",
+                ["protocol", *cfg.held_out],
+                [
+                    [p, *(by(merged(tables, _labels(tables, p)), 0).get(d) for d in cfg.held_out)]
+                    for p in held
+                ],
+            )
         )
     if "single" in protocols:
-        lines += ["Single-source: row = training domain, column = test domain:", ""]
-        lines += _md(
-            ["source", *cfg.data.domains],
+        parts.append(
+            _grid(
+                "Single-source: row = training domain, column = test domain:",
+                ["source", *cfg.data.domains],
+                [
+                    [s, *(scores[f"single-{s}"].get(f"acc_{d}") for d in cfg.data.domains)]
+                    for s in cfg.sources
+                ],
+            )
+        )
+    parts.append(
+        _grid(
+            "Per question type (cells pooled over the protocol's runs):",
+            ["protocol", *TYPES],
             [
-                [s, *(_f(scores[f"single-{s}"].get(f"acc_{d}")) for d in cfg.data.domains)]
-                for s in cfg.sources
+                [p, *(by(merged(tables, _labels(tables, p)), 1).get(t) for t in TYPES)]
+                for p in protocols
             ],
         )
-    lines += ["Per question type (cells pooled over the protocol's runs):", ""]
-    lines += _md(
-        ["protocol", *TYPES],
-        [
-            [p, *(_f(by(merged(tables, _labels(tables, p)), 1).get(t)) for t in TYPES)]
-            for p in protocols
-        ],
     )
     own = merged(tables, _labels(tables, cfg.protocol))
-    lines += [f"Domain x type ({cfg.protocol}):", ""]
-    lines += _md(
-        ["domain", *TYPES, "all"],
-        [[d, *(_cell(own, d, t) for t in TYPES), _f(acc)] for d, acc in sorted(by(own, 0).items())],
+    parts.append(
+        _grid(
+            f"Domain x type ({cfg.protocol}):",
+            ["domain", *TYPES, "all"],
+            [[d, *(_share(own, d, t) for t in TYPES), a] for d, a in sorted(by(own, 0).items())],
+        )
     )
-    lines += [
-        "Simulated annotation (items of all clips; E3-het = independent verifier, "
-        "E3-self = shares E1's errors):",
-        "",
-    ]
-    lines += _md(
-        ["stage", "E3-het", "E3-self"],
-        [[name, str(report["het"][k]), str(report["self"][k])] for k, name in STAGES],
+    parts.append(
+        _grid(
+            "Simulated annotation (items of all clips; E3-het = independent verifier, "
+            "E3-self = shares E1's errors):",
+            ["stage", "E3-het", "E3-self"],
+            [[name, report["het"][k], report["self"][k]] for k, name in STAGES],
+            spec="",
+        )
     )
-    lines += _md(
-        ["residual errors by type", "E3-het", "E3-self"],
-        [
+    parts.append(
+        _grid(
+            "",
+            ["residual errors by type", "E3-het", "E3-self"],
             [
-                t,
-                str(report["by_type"][t]["het"]["errors_final"]),
-                str(report["by_type"][t]["self"]["errors_final"]),
-            ]
-            for t in TYPES
-        ],
+                [
+                    t,
+                    report["by_type"][t]["het"]["errors_final"],
+                    report["by_type"][t]["self"]["errors_final"],
+                ]
+                for t in TYPES
+            ],
+            spec="",
+        )
     )
-    path = ctx.artifacts_dir / "table.md"
-    path.write_text("\n".join(lines))
-    return path
+    first, *more = parts
+    return tables_md.write_table(
+        ctx.artifacts_dir, first.rows, first.columns, title=first.title, more=more, jsonl=rows
+    )
 
 
 def write_plots(
