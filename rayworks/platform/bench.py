@@ -407,7 +407,8 @@ def collect(out_dir: str | Path) -> BenchResult:
         how = spec.in_run[arm.name]
         found = [best[(name, s)] for s, cfg in configs.items() if how.computed_by(cfg)]
         arms += [arm] if found and arm not in arms else []
-        best.update({(arm.name, o.seed): from_method_run(arm.name, how, o) for o in found})
+        for o in found:  # a bench from before the arm was in-run has runs of its own
+            best.setdefault((arm.name, o.seed), from_method_run(arm.name, how, o))
     arms = [a for a in planned if a in arms]  # the bench's own order
     outcomes = sorted(best.values(), key=lambda o: o.seed)
     command = f"rayworks bench {name} --collect {out_dir}"
