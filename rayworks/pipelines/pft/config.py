@@ -2,7 +2,7 @@
 `pft_adabn`, `pft_tent`, `pft_shot`, `pft_neutral_ce`, `pft_oracle` (`docs/pft.md`).
 
     rayworks run pft --preset smoke
-    rayworks bench pft --preset default --seeds 1
+    rayworks bench pft --preset default --seeds 3 --no-baselines
 
 Values follow our CPU recipe (digits as expressions, procedural subjects; the whole
 benchmark is reconstructed), its values marked "recipe" in the descriptions; every
