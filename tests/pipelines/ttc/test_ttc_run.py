@@ -11,7 +11,7 @@ from rayworks.core.config import build_config
 from rayworks.core.errors import ConfigError
 from rayworks.pipelines.ttc.config import TTCConfig
 from rayworks.pipelines.ttc.pipeline import run_ttc
-from rayworks.pipelines.ttc.sampler import cached_pool
+from rayworks.pipelines.ttc.sampler import cached_pool, queries
 from rayworks.platform.context import RunContext
 
 
@@ -57,19 +57,31 @@ def test_sampler_level_through_cli(cli, cli_env) -> None:
         ]
     )
     runs = Path(cli_env["RAYWORKS_RUNS_DIR"])
-    [pool] = list((runs / "cache" / "ttc_pool").glob("*/pool.json"))
-    data = json.loads(pool.read_text())
-    assert len(data["prompts"]) == 6 and all(len(row) == 8 for row in data["pool"])
     [summary] = [json.loads(p.read_text()) for p in runs.glob("ttc/*/summary.json")]
     assert summary["status"] == "completed"
+    # the entropy rule's lam came from a pool of validation queries, disjoint from test
+    cfg = build_config(TTCConfig, "smoke", (), ["level=sampler"])
+    pools = {}
+    for path in (runs / "cache" / "ttc_pool").glob("*/pool.json"):
+        pools[path] = json.loads(path.read_text())
+    test_prompts = [e.prompt for e in queries(cfg.sampler, cfg.seed, "test")]
+    [pool] = [p for p, d in pools.items() if d["prompts"] == test_prompts]
+    [val] = [d for p, d in pools.items() if p != pool]
+    assert not set(val["prompts"]) & set(test_prompts) and len(val["prompts"]) == 6
+    assert summary["lam"] in cfg.lam_grid
+    [selection] = list(runs.glob("ttc/*/artifacts/lam_selection.jsonl"))
+    assert [json.loads(r)["lam"] for r in selection.read_text().splitlines()] == cfg.lam_grid
+    data = pools[pool]
+    assert len(data["prompts"]) == 6 and all(len(row) == 8 for row in data["pool"])
     assert summary["spent"] <= 4 * 6 and 0 <= summary["coverage"] <= 1
     total = summary["share_easy"] + summary["share_hard"] + summary["share_unsolvable"]
     assert total == pytest.approx(1)
-    [queries] = list(runs.glob("ttc/*/artifacts/queries.jsonl"))
-    first = json.loads(queries.read_text().splitlines()[0])
-    assert set(first) == {"prompt", "answer", "pass_rate", "answers"} and len(first["answers"]) == 4
+    [listing] = list(runs.glob("ttc/*/artifacts/queries.jsonl"))
+    first = json.loads(listing.read_text().splitlines()[0])
+    assert set(first) == {"prompt", "answer", "difficulty", "pass_rate", "malformed", "answers"}
+    assert len(first["answers"]) == 4
+    assert sum(summary[f"queries_d{d}"] for d in range(1, 6) if f"queries_d{d}" in summary) == 6
     # a second run of any rule replays the cached pool: same queries, nothing redrawn
-    cfg = build_config(TTCConfig, "smoke", (), ["level=sampler"])
     mtime = pool.stat().st_mtime_ns
     items, again = cached_pool(cfg.sampler, runs / "cache", cfg.seed)
     assert again == data["pool"] and [e.prompt for e in items] == data["prompts"]
