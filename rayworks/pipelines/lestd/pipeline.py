@@ -193,12 +193,12 @@ def run_lestd(cfg: LeSTDConfig, ctx: RunContext) -> dict[str, float]:
         "lestd_tucker": Arm(
             "Dense-core Tucker (TensorLLM-style) compression of MHA at matched ratios.",
             {"method": "tucker", "compare": []},
-            in_run=InRun(IN_RUN, member="tucker", prefix="tucker_"),
+            in_run=InRun(IN_RUN, member="tucker", prefix="tucker_", shared=("dense_val_bpc",)),
         ),
         "lestd_svd": Arm(
             "Per-matrix truncated SVD compression of MHA at matched ratios.",
             {"method": "svd", "compare": []},
-            in_run=InRun(IN_RUN, member="svd", prefix="svd_"),
+            in_run=InRun(IN_RUN, member="svd", prefix="svd_", shared=("dense_val_bpc",)),
         ),
     },
     headline=("val_bpc", "min"),
