@@ -26,6 +26,8 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     assert summary["bound_violations"] == 0 and summary["finetune_worse"] == 0
     aqer8 = [r["infidelity"] for r in table if r["arm"] == "aqer" and r["g"] == 8]
     assert summary["infidelity"] == pytest.approx(sum(aqer8) / 3)
+    for arm in ("hec", "mps"):  # in-run arms: bench reads their headline from these keys
+        assert summary[f"{arm}_infidelity"] == summary[f"{arm}_infidelity_g8"]
     assert "pass_rule" in summary and 0 <= summary["win_rate"] <= 1
     assert "| digits/0 | 8 | aqer |" in (run / "artifacts/table.md").read_text()
     for name in ("infidelity_vs_g.png", "bounds.png"):

@@ -24,6 +24,8 @@ def test_smoke_run_through_cli(smoke_run) -> None:
         diff = summary[f"{rival}val_bpc_r16"] - summary["val_bpc_r16"]
         assert summary[f"{rival}diff_r16"] == pytest.approx(diff)
         assert summary[f"{rival}diff_lo_r16"] <= summary[f"{rival}diff_hi_r16"]
+        # the headline ratio's values unsuffixed: bench reads in-run arms' rows from them
+        assert summary[f"{rival}val_bpc"] == summary[f"{rival}val_bpc_r16"]
     table = [json.loads(line) for line in (run / "artifacts/table.jsonl").read_text().splitlines()]
     assert {(t["method"], t["ratio"]) for t in table} == {
         (m, r) for m in ("lestd", "lestd_norefit", "tucker", "svd") for r in (4, 16)

@@ -193,6 +193,9 @@ def test_smoke_run_through_the_cli(cli, cli_env) -> None:
     assert summary["status"] == "completed"
     assert 0 <= summary["test_accuracy"] <= 1 and summary["act_ratio"] > 1
     assert summary["acc_wasi_e80"] == summary["test_accuracy"] and "pass_rule" in summary
+    # in-run arm: bench reads its row from these keys
+    assert summary["vanilla_test_accuracy"] == summary["acc_vanilla"]
+    assert summary["vanilla_act_ratio"] == summary["act_ratio_vanilla"]
     [art] = list(runs.glob("wasi/*/artifacts"))
     rows = [json.loads(line) for line in (art / "settings.jsonl").read_text().splitlines()]
     assert [r["setting"] for r in rows] == ["vanilla", "wasi_e80", "asi"]
