@@ -133,17 +133,23 @@ def budget_to_cover(
     hi: int | None = None,
 ) -> int:
     """Smallest budget (samples) at which `alloc` reaches `target` coverage on `seed`'s
-    responses (bisection: with fixed responses coverage is monotone in the budget for the
-    elimination and uniform rules). Returns `hi` if even that is not enough."""
+    responses (with fixed responses coverage is monotone in the budget for the elimination
+    and uniform rules): doubling from n until the target is met, then bisection, so no
+    allocation runs at much more than twice the answer. Returns `hi` if even that is not
+    enough."""
     n = len(queries)
-    hi = hi or 64 * n * max(1, math.ceil(1 / max(min(q.delta for q in queries), 1e-9)))
+    cap = hi or 64 * n * max(1, math.ceil(1 / max(min(q.delta for q in queries), 1e-9)))
 
     def enough(budget: int) -> bool:
         return run_rule(queries, cfg, alloc, budget, seed)["coverage"] >= target - 1e-12
 
-    lo = n - 1  # below one sample per query nothing is guaranteed
-    if not enough(hi):
-        return hi
+    lo, hi = n - 1, n  # below one sample per query nothing is guaranteed
+    while hi < cap and not enough(hi):
+        lo, hi = hi, 2 * hi
+    if hi >= cap:
+        hi = cap
+        if not enough(cap):
+            return cap
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)
