@@ -21,8 +21,9 @@ Per `--replicas` arm:
 
 On the first arm, the HTTP overhead: the same `max_tokens=1` request, one at a time, through
 `POST /v1/completions` (proxy, FastAPI, key check, JSON) and through the deployment handle
-(`serve.get_app_handle(...).complete.remote(body)`: `CompletionServer.complete`, the
-request model and `engine.complete` that the HTTP route calls), alternating.
+of a model replica (`serve.get_deployment_handle(MODEL_DEPLOYMENT, APP_NAME)
+.complete.remote(body)`: `CompletionServer.complete`, the request model and
+`engine.complete` that the HTTP route reaches through the ingress), alternating.
 Two in-process paths (the engine alone, and its FastAPI app over httpx's ASGI transport)
 and `GET /health` over HTTP split the difference into app, Ray hop and proxy.
 `--serve-env` sets Ray Serve environment settings (e.g. `RAY_SERVE_LOG_TO_STDERR=0`)
@@ -341,9 +342,9 @@ def overhead(url: str, checkpoint: Path, n: int, warmup: int = 10) -> dict[str, 
     from ray import serve
 
     from rayworks.platform.openai_schema import CompletionRequest
-    from rayworks.platform.serve import APP_NAME, CompletionServer
+    from rayworks.platform.serve import APP_NAME, MODEL_DEPLOYMENT, CompletionApp
 
-    local = CompletionServer(str(checkpoint), MODEL, KEY)  # as in a replica, in-process
+    local = CompletionApp(str(checkpoint), MODEL, KEY)  # as in a replica, in-process
     loop = asyncio.new_event_loop()  # not running between calls: handle.result() is allowed
     auth = {"Authorization": f"Bearer {KEY}"}
     asgi = httpx.AsyncClient(
@@ -351,7 +352,7 @@ def overhead(url: str, checkpoint: Path, n: int, warmup: int = 10) -> dict[str, 
         base_url="http://app",
         headers=auth,
     )
-    handle = serve.get_app_handle(APP_NAME)
+    handle = serve.get_deployment_handle(MODEL_DEPLOYMENT, APP_NAME)  # a model replica
     load1 = os.getloadavg()[0]
     times: dict[str, list[float]] = {k: [] for k in OVERHEAD_PATHS}
     with requests.Session() as http:

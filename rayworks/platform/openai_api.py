@@ -21,9 +21,9 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 
 from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
 from rayworks.platform.serve_limits import BodyLimit, Receive, Scope, Send, ServeLimits
-from rayworks.platform.serve_metrics import RequestMetrics
+from rayworks.platform.serve_metrics import ModelMetrics, RequestMetrics
 
 if TYPE_CHECKING:
     from rayworks.platform.completion_engine import CompletionEngine
@@ -123,38 +123,75 @@ def new_app(title: str, docs: bool = False, max_body_bytes: int | None = None) -
 ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health")
 
 
-def build_app(engine: CompletionEngine, api_key: str | None, docs: bool = False) -> FastAPI:
-    """The HTTP API over one engine: routes, bearer-key check, OpenAI-shaped errors and
-    request metrics (`/metrics` needs the key, like every route but `/health`)."""
-    app = new_app("rayworks completions", docs, engine.limits.max_body_bytes)
-    app.add_middleware(RequestMetrics, metrics=engine.metrics, routes=ROUTES)  # outermost
+@runtime_checkable
+class Backend(Protocol):
+    """What the HTTP surface answers from: a model in this process (`LocalBackend`) or the
+    model replicas behind Serve's ingress (`serve_ingress.RemoteBackend`)."""
+
+    name: str
+    limits: ServeLimits
+    metrics: ModelMetrics  # where this process records its requests (`RequestMetrics`)
+
+    async def answer(self, body: CompletionRequest | ChatRequest) -> Any:
+        """A JSON object, or a streaming response when `body.stream`."""
+        ...
+
+    async def metrics_text(self) -> bytes:
+        """The Prometheus text `GET /metrics` answers."""
+        ...
+
+
+class LocalBackend:
+    """A `CompletionEngine` in this process; generations run in worker threads (`answer`)."""
+
+    def __init__(self, engine: CompletionEngine) -> None:
+        self.engine, self.name = engine, engine.name
+        self.limits, self.metrics = engine.limits, engine.metrics
+        # generations run here, not in FastAPI's pool, so that a cancelled handler can wait
+        # for its thread; threads start on demand (Serve's max_ongoing_requests bounds them)
+        self.workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
+
+    async def answer(self, body: CompletionRequest | ChatRequest) -> Any:
+        return await answer(self.engine, body, self.workers)
+
+    async def metrics_text(self) -> bytes:
+        return self.engine.metrics.render()
+
+
+def build_app(
+    engine: CompletionEngine | Backend, api_key: str | None, docs: bool = False
+) -> FastAPI:
+    """The HTTP API over one engine (or a `Backend`): routes, bearer-key check,
+    OpenAI-shaped errors and request metrics (`/metrics` needs the key, like every route
+    but `/health`)."""
+    backend = engine if isinstance(engine, Backend) else LocalBackend(engine)
+    app = new_app("rayworks completions", docs, backend.limits.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=backend.metrics, routes=ROUTES)  # outermost
     created = int(time.time())
     install_error_handlers(app)
     authorize = bearer_auth(api_key)
-    # generations run here, not in FastAPI's pool, so that a cancelled handler can wait
-    # for its thread; threads start on demand (Serve's max_ongoing_requests bounds them)
-    workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
 
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/metrics", dependencies=[Depends(authorize)])
-    def metrics() -> Response:
-        return Response(engine.metrics.render(), media_type="text/plain; version=0.0.4")
+    async def metrics() -> Response:
+        text = await backend.metrics_text()
+        return Response(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models", dependencies=[Depends(authorize)])
     def models() -> dict[str, Any]:
-        card = {"id": engine.name, "object": "model", "created": created, "owned_by": "rayworks"}
+        card = {"id": backend.name, "object": "model", "created": created, "owned_by": "rayworks"}
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
     async def completions(body: CompletionRequest) -> Any:
-        return await answer(engine, body, workers)
+        return await backend.answer(body)
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
     async def chat(body: ChatRequest) -> Any:
-        return await answer(engine, body, workers)
+        return await backend.answer(body)
 
     return app
 
@@ -184,16 +221,16 @@ async def in_thread(workers: Executor, cancel: threading.Event, fn: Callable, *a
         raise
 
 
-class GenerationStream(StreamingResponse):
-    """An SSE response over a generation's chunks, each pulled in a worker thread. However
-    the response ends (finished, client gone, task cancelled), `cancel` is set and the
-    chunk iterator is closed in a worker thread once the step in flight has returned (the
-    lock), which ends the sampling loop (`openai_responses.sse`) and frees its seat."""
+class ChunkPuller:
+    """An async iterator over a generation's chunks, each pulled in a worker thread.
+    `aclose` (however the consumer ends: finished, client gone, task cancelled) sets
+    `cancel` and closes the chunk iterator in a worker thread once the step in flight has
+    returned (the lock), which ends the sampling loop (`openai_responses.sse`) and frees
+    its seat."""
 
     def __init__(self, chunks: Iterator[str], cancel: threading.Event, workers: Executor) -> None:
         self.chunks, self.cancel, self.workers = chunks, cancel, workers
         self.lock = threading.Lock()
-        super().__init__(self._pull(), media_type="text/event-stream")
 
     def _next(self) -> str | None:
         with self.lock:
@@ -203,15 +240,31 @@ class GenerationStream(StreamingResponse):
         with self.lock:
             self.chunks.close()  # type: ignore[attr-defined]  # a generator
 
-    async def _pull(self) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        while (chunk := await loop.run_in_executor(self.workers, self._next)) is not None:
-            yield chunk
+    def __aiter__(self) -> ChunkPuller:
+        return self
+
+    async def __anext__(self) -> str:
+        chunk = await asyncio.get_running_loop().run_in_executor(self.workers, self._next)
+        if chunk is None:
+            raise StopAsyncIteration
+        return chunk
+
+    async def aclose(self) -> None:
+        self.cancel.set()
+        closed = asyncio.get_running_loop().run_in_executor(self.workers, self._close)
+        await asyncio.shield(closed)
+
+
+class GenerationStream(StreamingResponse):
+    """An SSE response over a generation's chunks (`ChunkPuller`); however the response
+    ends, the generation is stopped before the response returns."""
+
+    def __init__(self, chunks: Iterator[str], cancel: threading.Event, workers: Executor) -> None:
+        self.puller = ChunkPuller(chunks, cancel, workers)
+        super().__init__(self.puller, media_type="text/event-stream")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self.cancel.set()
-            closed = asyncio.get_running_loop().run_in_executor(self.workers, self._close)
-            await asyncio.shield(closed)
+            await self.puller.aclose()

@@ -1,5 +1,8 @@
 """`rayworks serve model`: a checkpoint behind Ray Serve with an OpenAI-compatible HTTP API.
 
+    HTTP proxy -> ModelIngress (1 replica: auth, limits, validation, request metrics)
+                  --handle calls--> CompletionServer x --replicas (model, sampling loop)
+
 Routes: `GET /health` (open), `GET /v1/models`, `GET /metrics` (Prometheus text; also
 exported through Ray's metrics API: `serve_metrics.py`), `POST /v1/completions` and
 `POST /v1/chat/completions` (JSON or SSE stream; logprobs, echo, token-id prompts; fields
@@ -8,10 +11,11 @@ we do not implement are 400s naming them: docs/serving.md). Every request is bou
 body bytes, time; 400/413/408 naming the flag).
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`. Generation is a
 small KV-cache sampling loop shared by the streamed and the plain answer, so both give the
-same text for the same request. Overload is answered by Serve itself with HTTP 503 once
-`max_ongoing_requests` per replica and `max_queued_requests` are in use. A client that
-disconnects stops its generation at the next step (`openai_api.in_thread`); a replica that
-dies is replaced by Serve (docs/serving.md, "Limits, metrics and failures").
+same text for the same request. A client that disconnects stops its generation at the next
+step (`openai_api.in_thread`). The ingress (`serve_ingress.py`) is why a replica's death is
+not the proxy's plain-text 500: the request is sent again while Serve replaces the replica,
+or answered 503 in OpenAI's shape; overload of the replicas is a JSON 503 too
+(docs/serving.md, "Limits, metrics and failures").
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import functools
 import signal
 import threading
 import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,37 +37,44 @@ from rayworks.models import resolve_model_dir
 from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
-from rayworks.platform.openai_api import build_app
-from rayworks.platform.openai_schema import CompletionRequest
+from rayworks.platform.openai_api import ChunkPuller, build_app, in_thread
+from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
 from rayworks.platform.serve_limits import ServeLimits
-from rayworks.platform.serve_metrics import ModelMetrics
+from rayworks.platform.serve_metrics import GENERATION_SERIES, ModelMetrics
 
 APP_NAME = "rayworks"  # one app on route "/": serving again replaces it
+MODEL_DEPLOYMENT = "CompletionServer"  # the model replicas of `serve model`
+INGRESS_DEPLOYMENT = "ModelIngress"
+
+
+def replica_error(err: APIError) -> dict[str, Any]:
+    """An APIError as data: an exception would cross Ray as a RayTaskError."""
+    return {"status": err.status, "error": err.body}
 
 
 class CompletionServer:
-    """The Serve replica (see `deployment`): loads the engine, then builds its HTTP app."""
+    """A model replica: the engine, answering the ingress's handle calls (`answer`,
+    `answer_stream`, `metrics_text`) and in-cluster callers (`complete`)."""
 
     def __init__(
         self,
         model_dir: str,
         name: str,
-        api_key: str | None,
+        api_key: str | None = None,
         kv: dict | None = None,
         docs: bool = False,
         limits: dict | None = None,
+        series: frozenset[str] | None = None,
     ) -> None:
         self.engine = CompletionEngine(
             model_dir,
             name,
             KVServing(**(kv or {})),
             ServeLimits(**(limits or {})),
-            ModelMetrics(ray_export=True),  # in a replica: Ray's metrics API too
+            ModelMetrics(ray_export=True, series=series),  # in a replica: Ray's metrics too
         )
         self.api_key, self.docs = api_key, docs
-
-    def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_app(self.engine, self.api_key, self.docs)
+        self.workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One `/v1/completions` body through a deployment handle, for callers inside the
@@ -69,10 +82,47 @@ class CompletionServer:
         engine call of the HTTP route, with the same limits."""
         return self.engine.complete(CompletionRequest.model_validate(body))
 
+    async def answer(self, body: CompletionRequest | ChatRequest) -> dict[str, Any]:
+        """{"ok": the JSON answer} to a body the ingress validated, or `replica_error`.
+        Cancelled (the ingress's client left), it stops the generation first."""
+        cancel = threading.Event()
+        try:
+            return {"ok": await in_thread(self.workers, cancel, self.engine.complete, body, cancel)}
+        except APIError as err:
+            return replica_error(err)
+
+    async def answer_stream(self, body: CompletionRequest | ChatRequest) -> AsyncIterator[Any]:
+        """{"ok": True} or `replica_error` first (the request is checked before the stream
+        starts), then the SSE chunks; however the stream ends, the generation stops."""
+        cancel = threading.Event()
+        try:
+            chunks = await in_thread(self.workers, cancel, self.engine.stream, body, cancel)
+        except APIError as err:
+            yield replica_error(err)
+            return
+        puller = ChunkPuller(chunks, cancel, self.workers)
+        try:
+            yield {"ok": True}
+            async for chunk in puller:
+                yield chunk
+        finally:
+            await puller.aclose()
+
+    def metrics_text(self) -> bytes:
+        return self.engine.metrics.render()
+
+
+class CompletionApp(CompletionServer):
+    """One replica that is also the HTTP app (no ingress in front): the TTC router's
+    `/direct` baseline (`pipelines/ttc/router.py`)."""
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return build_app(self.engine, self.api_key, self.docs)
+
 
 @functools.cache
 def deployment() -> Any:
-    """CompletionServer as a Serve ingress deployment, built on first use.
+    """CompletionApp as a Serve ingress deployment, built on first use.
 
     Built lazily so that importing this module does not import Ray (Ray reads its auth
     settings, RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH, when first imported). The app itself
@@ -80,7 +130,18 @@ def deployment() -> Any:
     """
     from ray import serve
 
-    return serve.deployment(serve.ingress()(CompletionServer))
+    return serve.deployment(serve.ingress()(CompletionApp))
+
+
+@functools.cache
+def deployments() -> tuple[Any, Any]:
+    """(model, ingress) deployments of `serve model`, built on first use (see above)."""
+    from ray import serve
+
+    from rayworks.platform.serve_ingress import ModelIngress
+
+    model = serve.deployment(name=MODEL_DEPLOYMENT)(CompletionServer)
+    return model, serve.deployment(name=INGRESS_DEPLOYMENT)(serve.ingress()(ModelIngress))
 
 
 def checked_model_dir(checkpoint: str | Path) -> Path:
@@ -188,21 +249,26 @@ def serve_model(
 
     serve.start(http_options={"host": host, "port": port})
     ensure_http_address(host, port)
-    server = deployment().options(
+    limits = limits or ServeLimits()
+    model, ingress = deployments()
+    replicas = model.options(
         num_replicas=num_replicas,
         max_ongoing_requests=max_ongoing_requests,
         max_queued_requests=max_queued_requests,
         max_constructor_retry_count=2,  # a replica that cannot load fails the deploy fast
+    ).bind(
+        str(model_dir), name, None, kv.model_dump(), False, limits.model_dump(), GENERATION_SERIES
+    )
+    front = ingress.options(
+        num_replicas=1,
+        # the replicas' own bounds decide overload (a JSON 503 from the ingress); these only
+        # keep the ingress from refusing what the replicas could still queue
+        max_ongoing_requests=num_replicas * (max_ongoing_requests + max_queued_requests) + 16,
+        max_queued_requests=-1,
+        ray_actor_options={"num_cpus": 0},
     )
     serve.run(
-        server.bind(
-            str(model_dir),
-            name,
-            api_key,
-            kv.model_dump(),
-            docs,
-            (limits or ServeLimits()).model_dump(),
-        ),
+        front.bind(replicas, name, api_key, docs, limits.model_dump()),
         name=APP_NAME,
         route_prefix="/",
         blocking=False,

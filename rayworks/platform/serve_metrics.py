@@ -66,14 +66,23 @@ def _ray(kind: str, name: str, doc: str, labels: tuple, buckets: Any) -> Any:
     return metrics.Histogram(name, doc, boundaries=list(buckets), tag_keys=labels)
 
 
+REQUEST_SERIES = frozenset({REQUESTS, IN_FLIGHT, LATENCY})
+"""What the HTTP process records; the rest is recorded where the sampling loop runs."""
+GENERATION_SERIES = frozenset(s[1] for s in SERIES) - REQUEST_SERIES
+
+
 class ModelMetrics:
     """The endpoint's series (module constants above); thread-safe, as generations run in
-    worker threads. `ray_export=True` (in a Serve replica) also records through Ray."""
+    worker threads. `ray_export=True` (in a Serve replica) also records through Ray.
+    `series` keeps a subset: behind an ingress (`serve_ingress.py`), the ingress holds
+    `REQUEST_SERIES` and each model replica `GENERATION_SERIES`, so that one `/metrics`
+    text can join both without a series twice."""
 
-    def __init__(self, ray_export: bool = False) -> None:
+    def __init__(self, ray_export: bool = False, series: frozenset[str] | None = None) -> None:
+        kept = [s for s in SERIES if series is None or s[1] in series]
         self.registry = CollectorRegistry()
-        self.local = {s[1]: _local(*s, self.registry) for s in SERIES}
-        self.ray = {s[1]: _ray(*s) for s in SERIES} if ray_export else {}
+        self.local = {s[1]: _local(*s, self.registry) for s in kept}
+        self.ray = {s[1]: _ray(*s) for s in kept} if ray_export else {}
         self._lock = threading.Lock()
         self.levels = {IN_FLIGHT: 0, RUNNING: 0}  # the gauges' current values
 

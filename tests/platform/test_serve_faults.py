@@ -24,7 +24,7 @@ import torch
 from conftest import free_port
 
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
-from rayworks.platform.serve import APP_NAME, serve_model
+from rayworks.platform.serve import APP_NAME, INGRESS_DEPLOYMENT, MODEL_DEPLOYMENT, serve_model
 from rayworks.platform.serve_limits import ServeLimits
 from rayworks.platform.serve_metrics import GENERATED_TOKENS, REQUESTS, RUNNING
 
@@ -141,7 +141,7 @@ def test_series_reach_rays_metrics_export(server) -> None:
     export = f"http://127.0.0.1:{node['MetricsExportPort']}/metrics"
     wanted = re.compile(
         rf'^ray_{REQUESTS}_total{{[^}}]*application="{APP_NAME}"[^}}]*'
-        r'deployment="CompletionServer"[^}]*route="/v1/completions"[^}]*'
+        rf'deployment="{INGRESS_DEPLOYMENT}"[^}}]*route="/v1/completions"[^}}]*'
         r'status="200"[^}]*} (\S+)$',
         re.M,
     )
@@ -192,13 +192,13 @@ def test_time_limit_is_408_and_a_mid_stream_error_is_an_event(server) -> None:
 
 
 def replicas() -> list[dict]:
-    """The model app's live replica actors (name, namespace)."""
+    """The model deployment's live replica actors (name, namespace)."""
     import ray
 
     return [
         a
         for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["name"].startswith(f"SERVE_REPLICA::{APP_NAME}#")
+        if a["name"].startswith(f"SERVE_REPLICA::{APP_NAME}#{MODEL_DEPLOYMENT}#")
     ]
 
 
@@ -212,36 +212,49 @@ def healthy() -> bool:
     return all(d.status == "HEALTHY" for d in app.deployments.values())
 
 
-def test_killed_replica_is_replaced_and_the_request_in_flight_ends(server) -> None:
-    """Kill the only replica under a long request: the request ends at once (Serve's 500,
-    not a hang), Serve starts a new replica, and a retry is served."""
+def test_killed_replica_is_replaced_and_the_request_in_flight_is_sent_again(server) -> None:
+    """Kill the only model replica under a request: the ingress sends the request again
+    once Serve has started a new replica, and answers it (a 200, not the proxy's plain-text
+    500); a stream that already sent chunks ends with an error event and [DONE]."""
     import ray
 
     url = server["url"]
     wait_for(healthy, 60, "the app healthy before the kill")
     [victim] = replicas()
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(
-            requests.post, f"{url}/v1/completions", json=LONG_BODY, headers=AUTH, timeout=60
+    # long enough to be running at the kill, short enough to finish after the retry
+    body = {"prompt": "hello", "max_tokens": 6_000, "temperature": 0}
+    stream_body = {**LONG_BODY, "n": 1, "prompt": "hello", "stream": True}
+    with ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(
+            requests.post, f"{url}/v1/completions", json=body, headers=AUTH, timeout=120
         )
-        wait_for(lambda: running(url) >= 1, 30, "the long generation started")
-        ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
-        resp = future.result(timeout=90)
-    kind = resp.headers.get("content-type", "")
-    print(f"\nin flight at the kill: {resp.status_code} {kind} {resp.text[:200]!r}")
-    assert resp.status_code in (500, 503), resp.text
-    if kind.startswith("application/json"):
-        assert "error" in resp.json()
-    else:  # Serve's proxy answers for a replica that died mid-request, outside our app
-        assert resp.text == "Internal Server Error", resp.text
-
-    def replaced() -> bool:
-        names = [r["name"] for r in replicas()]
-        return len(names) == 1 and names != [victim["name"]] and healthy()
-
-    took = wait_for(replaced, 60, "Serve replaced the killed replica")
-    print(f"replaced within {took:.1f}s")
-    resp = requests.post(
-        f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3}, headers=AUTH, timeout=30
-    )
+        wait_for(lambda: running(url) >= 1, 30, "the generation started")
+        with requests.post(
+            f"{url}/v1/completions", json=stream_body, headers=AUTH, stream=True, timeout=120
+        ) as streamed:
+            assert streamed.status_code == 200, streamed.text
+            lines = streamed.iter_lines(decode_unicode=True)
+            first = next(line for line in lines if line)  # a chunk went out: no retry now
+            wait_for(lambda: running(url) >= 2, 30, "both generations running")
+            ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
+            killed = time.monotonic()
+            rest = [line for line in lines if line]
+        resp = plain.result(timeout=150)
+        answered = time.monotonic() - killed
+    assert first.startswith("data: {")
+    assert rest[-1] == "data: [DONE]", rest[-3:]
+    error = json.loads(rest[-2].removeprefix("data: "))["error"]
+    assert error["status"] == 503 and error["code"] == "replica_unavailable", error
+    print(f"\nin flight at the kill: {resp.status_code}, answered {answered:.1f}s after it")
     assert resp.status_code == 200, resp.text
+    assert len(resp.json()["choices"][0]["text"]) > 0
+    names = [r["name"] for r in replicas()]
+    assert len(names) == 1 and names != [victim["name"]]
+    retries = serve_handle_retries()
+    assert retries >= 1
+
+
+def serve_handle_retries() -> int:
+    from ray import serve
+
+    return serve.get_app_handle(APP_NAME).retries.remote().result(timeout_s=30)
