@@ -39,6 +39,8 @@ def test_config_errors_name_the_key() -> None:
         build_config(TTCConfig, "smoke", (), ["level=sampler", "budgets=[1,64]", "budget=1"])
     with pytest.raises(ConfigError, match=r"allocator\.rule"):
         build_config(TTCConfig, "smoke", (), ["allocator.rule=greedy"])
+    with pytest.raises(ConfigError, match="lam_grid"):
+        build_config(TTCConfig, "smoke", (), ["lam_grid=[0.1,-1]"])
 
 
 def test_sampler_level_through_cli(cli, cli_env) -> None:
