@@ -32,8 +32,8 @@ class SamplerConfig(Config):
         default_factory=lambda: PolicyConfig().model, description="size of the default base"
     )
     sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT of the default base")
-    min_digits: int = Field(2, ge=1, le=8, description="fewest operand digits of a query")
-    max_digits: int = Field(6, ge=1, le=8, description="most operand digits of a query")
+    min_digits: int = Field(2, ge=1, le=12, description="fewest operand digits of a query")
+    max_digits: int = Field(6, ge=1, le=12, description="most operand digits of a query")
     n_queries: int = Field(60, ge=2, description="test queries")
     n_val_queries: int = Field(
         60, ge=2, description="held-out validation queries on which lam is chosen"
@@ -79,6 +79,19 @@ class TTCConfig(PipelineConfig):
                 "min_digits": 2,
                 "max_digits": 8,
                 "max_new_tokens": 160,
+                "pool_size": 32,
+            },
+        },
+        # the same policy and task with operands of up to 12 digits (about 175 tokens of
+        # correct trace, 216 allowed): the longest items start past the trained positions
+        "long12": {
+            "level": "sampler",
+            "theory_sizes": [],
+            "sampler": {
+                "model": {"d_model": 64, "n_layer": 2, "n_head": 4, "max_seq_len": 256},
+                "min_digits": 2,
+                "max_digits": 12,
+                "max_new_tokens": 216,
                 "pool_size": 32,
             },
         },
