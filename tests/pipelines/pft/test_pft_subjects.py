@@ -12,6 +12,7 @@ from rayworks.pipelines.pft.evaluate import scores
 from rayworks.pipelines.pft.subjects import (
     Style,
     base_images,
+    held_out_subjects,
     render,
     source_frames,
     split_pools,
@@ -88,3 +89,16 @@ def test_scores_match_sklearn() -> None:
     mean, lo, hi = mean_ci([1.0, 2.0, 3.0])
     assert (mean, hi - mean) == pytest.approx((2.0, 4.303 / np.sqrt(3)), rel=1e-3)
     assert lo == pytest.approx(2 * mean - hi)
+
+
+def test_validation_subjects_are_other_subjects_than_the_test_subjects() -> None:
+    val = {**DATA, "split": "val", "n_val_subjects": 3}
+    assert held_out_subjects(DATA) == 2 and held_out_subjects(val) == 3
+    tests = [target_subject(DATA, t, 3).style for t in range(2)]
+    for v in range(3):
+        style = target_subject(val, v, 3).style
+        assert all((style.angle, style.bias) != (t.angle, t.bias) for t in tests)
+    # validation subject v is the subject right after the last test subject
+    after = target_subject({**DATA, "n_target_subjects": 3}, 2, 3).style
+    first_val = target_subject(val, 0, 3).style
+    assert (first_val.angle, first_val.bias) == (after.angle, after.bias)
