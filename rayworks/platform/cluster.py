@@ -72,9 +72,10 @@ def _set_auth_mode(mode: str) -> None:
 
 
 def _free_port(host: str, preferred: int) -> int:
-    """`preferred` if nothing listens there, else a free port (a second local run, a test head)."""
+    """`preferred` if nothing listens there, else a free port (a second local run, a test
+    head); 0 asks for a free port."""
     with socket.socket() as sock:
-        if sock.connect_ex((host, preferred)) != 0:
+        if preferred and sock.connect_ex((host, preferred)) != 0:
             return preferred
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -101,17 +102,37 @@ def connect(address: str | None = None, profile: LocalProfile | None = None) -> 
     prof = profile or load_profile()
     _set_auth_mode(prof.auth_mode)
     mem = prof.object_store_memory_mb
-    ray.init(
-        address="local",
-        num_cpus=prof.num_cpus,
-        _system_config={"num_workers_soft_limit": idle_workers(prof)},
-        object_store_memory=mem * 2**20 if mem else None,
-        include_dashboard=prof.include_dashboard,
-        dashboard_host=prof.dashboard_host,
-        dashboard_port=_free_port(prof.dashboard_host, prof.dashboard_port),
-        runtime_env=runtime_env,
-        log_to_driver=True,
-    )
+    port = _free_port(prof.dashboard_host, prof.dashboard_port)
+    for attempt in range(DASHBOARD_ATTEMPTS):
+        try:
+            ray.init(
+                address="local",
+                num_cpus=prof.num_cpus,
+                _system_config={"num_workers_soft_limit": idle_workers(prof)},
+                object_store_memory=mem * 2**20 if mem else None,
+                include_dashboard=prof.include_dashboard,
+                dashboard_host=prof.dashboard_host,
+                dashboard_port=port,
+                runtime_env=runtime_env,
+                log_to_driver=True,
+            )
+            return
+        except Exception as err:
+            if attempt + 1 == DASHBOARD_ATTEMPTS or not _port_taken(err, port):
+                raise
+            ray.shutdown()  # the head processes that did start
+            port = _free_port(prof.dashboard_host, 0)
+
+
+DASHBOARD_ATTEMPTS = 3
+
+
+def _port_taken(err: Exception, port: int) -> bool:
+    """Whether `ray.init` failed because another process bound the dashboard's port between
+    `_free_port`'s check and the dashboard's bind: two local runs starting together. Ray
+    raises a bare Exception holding the dashboard log's last lines."""
+    text = str(err)
+    return "dashboard" in text and "address already in use" in text and f"{port}" in text
 
 
 def is_local() -> bool:

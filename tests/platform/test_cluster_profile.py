@@ -13,3 +13,61 @@ def test_the_local_profile_keeps_idle_workers_and_reads_the_shipped_file():
     assert cluster.idle_workers(cluster.LocalProfile(num_cpus=1, idle_workers=9)) == 9
     with pytest.raises((ConfigError, ValueError), match="idle_workers"):
         cluster.LocalProfile(idle_workers=0)
+
+
+# What `ray.init` raised when another local run bound 8265 between our check and the
+# dashboard's bind (the last line of the dashboard log it quotes).
+RACED = (
+    "\nThe last 20 lines of /tmp/ray/session_x/logs/dashboard.log (it contains the error "
+    "message from the dashboard): \nException: Failed to find a valid port for dashboard "
+    "after 0 retries: [Errno 98] error while attempting to bind on address "
+    "('127.0.0.1', {port}): address already in use"
+)
+
+
+class FakeRay:
+    """`ray.init` failing like a raced dashboard bind `fails` times, then starting."""
+
+    def __init__(self, fails: int, text: str = RACED) -> None:
+        self.fails, self.text, self.ports, self.shutdowns = fails, text, [], 0
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **kwargs):
+        self.ports.append(kwargs["dashboard_port"])
+        if len(self.ports) <= self.fails:
+            raise Exception(self.text.format(port=kwargs["dashboard_port"]))
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+@pytest.mark.parametrize("fails", [1, 2])
+def test_a_dashboard_port_taken_by_a_run_starting_alongside_is_retried_on_a_free_port(
+    monkeypatch, fails: int
+):
+    import sys
+
+    from rayworks.platform import cluster
+
+    fake = FakeRay(fails)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(cluster, "_set_auth_mode", lambda mode: None)
+    cluster.connect(profile=cluster.LocalProfile(dashboard_port=1))  # nothing listens on 1
+    assert fake.ports[0] == 1 and len(fake.ports) == fails + 1
+    assert all(p not in (0, 1) for p in fake.ports[1:]) and fake.shutdowns == fails
+
+
+def test_other_start_failures_and_a_third_race_are_raised(monkeypatch):
+    import sys
+
+    from rayworks.platform import cluster
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(cluster, "_set_auth_mode", lambda mode: None)
+    for fake in (FakeRay(1, "GCS failed to start"), FakeRay(cluster.DASHBOARD_ATTEMPTS)):
+        monkeypatch.setitem(sys.modules, "ray", fake)
+        with pytest.raises(Exception, match=r"GCS failed|address already in use"):
+            cluster.connect(profile=cluster.LocalProfile(dashboard_port=1))
