@@ -367,9 +367,7 @@ def build_router_app(router: Router) -> FastAPI:
             body.max_tokens = body.max_completion_tokens
         model = router.pick_model(body.model)
         body.model = model  # the template and the samples come from the same checkpoint
-        tok = router.tokenizers[model]
-        template = tok.apply_chat_template if getattr(tok, "chat_template", None) else None
-        prompt = render_chat(body.messages, template)
+        prompt = render_chat(body.messages, router.tokenizers[model])
         model, results = await router.complete(body, [prompt])
         return completion_reply(model, results, [prompt], False, chat=True)
 

@@ -30,8 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rayworks.core.config import Config
 from rayworks.core.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
+from rayworks.platform.chat_prompt import plain_chat
 from rayworks.platform.openai_api import APIError
-from rayworks.platform.openai_schema import SCHEMA_MAX
+from rayworks.platform.openai_schema import SCHEMA_MAX, Body, ChatMessage
 from rayworks.platform.plugins import import_callable
 from rayworks.platform.serve_limits import ServeLimits
 
@@ -135,11 +136,13 @@ class TTCOptions(BaseModel):
     allocator: dict[str, Any] | None = None
 
 
-class RouterFields(BaseModel):
-    """Sampling fields shared by the three routes (OpenAI names; others are ignored)."""
+class RouterFields(Body):
+    """Sampling fields shared by the three routes (OpenAI names). A field not declared
+    here is a 400 naming it, as on the model endpoint (`openai_schema.Body`; sent as null,
+    it is dropped): silence would let a client believe it was honoured."""
 
-    model_config = ConfigDict(extra="ignore")
     model: str | None = None
+    seed: int | None = Field(None, description="accepted and not honoured: docs/ttc_serve.md")
     max_tokens: int = Field(16, ge=1)
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -177,12 +180,6 @@ class CompletionBody(RouterFields):
 
 class BatchBody(RouterFields):
     prompts: Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    role: Literal["system", "user", "assistant", "developer"]
-    content: str
 
 
 class ChatBody(RouterFields):
@@ -269,13 +266,24 @@ def resolve_ttc(
     return cfg, budget, cap, aggregate
 
 
-def render_chat(messages: list[ChatMessage], template: Callable[..., str] | None) -> str:
-    """The prompt of a chat: the tokenizer's chat template when it has one, else the
-    messages' contents one per line (our tiny models have no template)."""
-    if template is not None:
-        rows = [{"role": m.role, "content": m.content} for m in messages]
-        return template(rows, tokenize=False, add_generation_prompt=True)
-    return "\n".join(m.content for m in messages)
+def render_chat(messages: list[ChatMessage], tok: Any) -> str:
+    """The prompt of a chat, as the model endpoint builds it (`platform/chat_prompt.py`):
+    the tokenizer's chat template when it has one, else the plain `role: content` lines
+    ending in `assistant:`; 400 naming `messages` if the template refuses them."""
+    if not getattr(tok, "chat_template", None):
+        return plain_chat(messages)
+    from jinja2 import TemplateError
+
+    rows = [{"role": m.role, "content": m.content} for m in messages]
+    try:
+        return tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+    except TemplateError as err:
+        raise APIError(
+            400,
+            f"the model's chat template refused these messages: {err}",
+            param="messages",
+            code="invalid_messages",
+        ) from None
 
 
 def completion_reply(

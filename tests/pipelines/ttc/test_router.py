@@ -24,9 +24,11 @@ from conftest import free_port
 from rayworks.cli import main
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
 from rayworks.pipelines.ttc.router_api import (
+    ChatBody,
     CompletionBody,
     RouterSettings,
     extract_answer,
+    render_chat,
     resolve_ttc,
 )
 from rayworks.pipelines.ttc.router_core import (
@@ -194,6 +196,35 @@ def test_request_options_merge_and_name_bad_fields() -> None:
     assert ttc_error(settings, max_tokens=16, ttc=tokens).body["param"] == (
         "ttc.allocator.max_sample_tokens"
     )
+
+
+def test_chat_prompt_is_the_model_endpoints_and_unknown_fields_are_named() -> None:
+    """The router's chat prompt is the model endpoint's (roles kept: the plain template
+    when the tokenizer has none, its own template otherwise, a template's refusal a 400
+    on `messages`); a field the router does not honour is a 400 naming it."""
+    from jinja2 import TemplateError
+    from pydantic import ValidationError
+
+    messages = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"}]
+    body = ChatBody.model_validate({"messages": messages, "logit_bias": None})  # null: dropped
+    plain = type("Tok", (), {"chat_template": None})()
+    assert render_chat(body.messages, plain) == "system: Be terse.\nuser: 2+2?\nassistant:"
+
+    class Templated:
+        chat_template = "{{ messages }}"
+
+        def apply_chat_template(self, rows, tokenize, add_generation_prompt):
+            if rows[0]["role"] == "system":
+                raise TemplateError("System role not supported")
+            return "|".join(f"<{r['role']}>{r['content']}" for r in rows) + "|<assistant>"
+
+    with pytest.raises(APIError, match="refused these messages") as err:
+        render_chat(body.messages, Templated())
+    assert err.value.status == 400 and err.value.body["param"] == "messages"
+    user = ChatBody.model_validate({"messages": messages[1:]})
+    assert render_chat(user.messages, Templated()) == "<user>2+2?|<assistant>"
+    with pytest.raises(ValidationError, match="logprobs"):
+        CompletionBody.model_validate({"prompt": "x", "logprobs": 2})
 
 
 def test_cli_checks_flags_before_ray(tmp_path, monkeypatch, capsys, tiny_lm) -> None:
@@ -369,6 +400,8 @@ def test_bad_body_is_400_naming_field(server) -> None:
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "ttc.budgte"
     resp = post(server, "/v1/chat/completions", messages=[])
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages"
+    resp = post(server, "/v1/completions", prompt="x", presence_penalty=0.5)
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "presence_penalty"
     resp = post(server, "/v1/completions", prompt="a" * 400)
     assert resp.status_code == 400 and "max_position_embeddings" in resp.text
 
