@@ -31,14 +31,15 @@ def plain_chat(messages: Sequence[ChatMessage]) -> str:
     return "".join(f"{m.role}: {m.content}\n" for m in messages) + GENERATION_PROMPT
 
 
-def chat_prompt_ids(tok: Any, messages: Sequence[ChatMessage]) -> list[int]:
-    """Token ids of the chat's prompt; 400 naming `messages` if the template refuses them
-    (templates raise on, e.g., roles that do not alternate)."""
+def chat_prompt_text(tok: Any, messages: Sequence[ChatMessage]) -> str:
+    """The chat's prompt text: the tokenizer's template with the generation prompt, else
+    the plain template; 400 naming `messages` if the template refuses them (templates
+    raise on, e.g., roles that do not alternate)."""
     if not getattr(tok, "chat_template", None):
-        return tok(plain_chat(messages)).input_ids
+        return plain_chat(messages)
     rows = [{"role": m.role, "content": m.content} for m in messages]
     try:
-        text = tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+        return tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
     except TemplateError as err:
         raise APIError(
             400,
@@ -46,4 +47,12 @@ def chat_prompt_ids(tok: Any, messages: Sequence[ChatMessage]) -> list[int]:
             param="messages",
             code="invalid_messages",
         ) from None
+
+
+def chat_prompt_ids(tok: Any, messages: Sequence[ChatMessage]) -> list[int]:
+    """Token ids of the chat's prompt (`chat_prompt_text`): a template's text without added
+    special tokens (it writes its own BOS), the plain template's like any prompt."""
+    text = chat_prompt_text(tok, messages)
+    if not getattr(tok, "chat_template", None):
+        return tok(text).input_ids
     return tok(text, add_special_tokens=False).input_ids

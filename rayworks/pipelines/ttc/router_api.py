@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rayworks.core.config import Config
 from rayworks.core.errors import RayworksError
 from rayworks.pipelines.ttc.allocators import AllocatorConfig
-from rayworks.platform.chat_prompt import plain_chat
+from rayworks.platform.chat_prompt import chat_prompt_text
 from rayworks.platform.openai_api import APIError
 from rayworks.platform.openai_schema import SCHEMA_MAX, Body, ChatMessage
 from rayworks.platform.plugins import import_callable
@@ -270,20 +270,7 @@ def render_chat(messages: list[ChatMessage], tok: Any) -> str:
     """The prompt of a chat, as the model endpoint builds it (`platform/chat_prompt.py`):
     the tokenizer's chat template when it has one, else the plain `role: content` lines
     ending in `assistant:`; 400 naming `messages` if the template refuses them."""
-    if not getattr(tok, "chat_template", None):
-        return plain_chat(messages)
-    from jinja2 import TemplateError
-
-    rows = [{"role": m.role, "content": m.content} for m in messages]
-    try:
-        return tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
-    except TemplateError as err:
-        raise APIError(
-            400,
-            f"the model's chat template refused these messages: {err}",
-            param="messages",
-            code="invalid_messages",
-        ) from None
+    return chat_prompt_text(tok, messages)
 
 
 def completion_reply(
