@@ -34,7 +34,7 @@ import torch
 from rayworks.models.diffusion_lm import load_diffusion_lm
 from rayworks.pipelines.dpad.config import DPadConfig
 from rayworks.pipelines.dpad.grid import evaluate, flat_row
-from rayworks.pipelines.dpad.report import diff_table, markdown_table, plot
+from rayworks.pipelines.dpad.report import plot, write_grid
 from rayworks.pipelines.dpad.tasks import make_batch
 from rayworks.pipelines.dpad.train import cached_model, train_summary
 from rayworks.platform.context import RunContext
@@ -131,11 +131,8 @@ def run_grid(cfg: DPadConfig, ctx: RunContext) -> dict[str, float]:
         row = flat_row(g, results, correct)
         ctx.log(g, accuracy=row[f"{cfg.method}/acc"], **row)
         rows.append(row)
-    ctx.write_jsonl("grid.jsonl", rows)
+    write_grid(ctx.artifacts_dir, rows, list(cfg.decoders))
     ctx.write_jsonl("samples.jsonl", samples)
-    (ctx.artifacts_dir / "grid.md").write_text(
-        markdown_table(rows, list(cfg.decoders)) + "\n" + diff_table(rows)
-    )
     plot(rows, list(cfg.decoders), ctx.artifacts_dir / "grid.png")
     summary = {**headline(rows, cfg.method), **pass_rule(rows), **train_summary(model_dir)}
     summary["n_test"] = float(cfg.n_test)

@@ -3,54 +3,78 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rayworks.pipelines.dpad.grid import ACC_DIFFS, METRICS, PAIRS
 from rayworks.platform.stats import mean_ci, paired_ci
+from rayworks.platform.tables import Column, Table, markdown, write_table
+
+GRID_COLUMNS = (
+    Column("gen", spec="d"),
+    Column("decoder"),
+    Column("acc", spec=".3f"),
+    Column("sec", "s/sample", ".4f"),
+    Column("nfe", "NFE", ".1f"),
+    Column("tokens", "token proxy", ".3g"),
+    Column("pairs", "pair proxy", ".3g"),
+    Column("tok", "token acc", ".3f"),
+    Column("vs_vanilla", "speedup tok/pair/wall vs vanilla"),
+    Column("vs_vanilla_et", "vs vanilla_et"),
+    Column("vs_own", "vs own baseline"),
+)
 
 
-def markdown_table(rows: list[dict[str, float]], decoders: list[str]) -> str:
-    """One line per (gen length, decoder), with speedups vs vanilla, vanilla_et and the pair."""
-    head = (
-        "| gen | decoder | acc | s/sample | NFE | token proxy | pair proxy | token acc | "
-        "speedup tok/pair/wall vs vanilla | vs vanilla_et | vs own baseline |"
-    )
-    lines = [head, "|" + "---|" * 11]
+def grid_view(rows: list[dict[str, float]], decoders: list[str]) -> list[dict[str, Any]]:
+    """One row per (gen length, decoder): its metrics and its speedups (token proxy / pair
+    proxy / wall) over vanilla, vanilla_et and its own baseline (`PAIRS`), "-" if absent."""
+    view = []
     for row in rows:
-        g = int(row["gen_length"])
         for name in decoders:
-            vals = [row[f"{name}/{m}"] for m in METRICS]
-            cells = [
-                f"{vals[0]:.3f}",
-                f"{vals[1]:.4f}",
-                f"{vals[2]:.1f}",
-                f"{vals[3]:.3g}",
-                f"{vals[4]:.3g}",
-                f"{vals[5]:.3f}",
-            ]
-            for ref in ("vanilla", "vanilla_et", PAIRS.get(name)):
-                key = f"{name}/speedup_%s_vs_{ref}"
-                if ref and key % "tokens" in row:
-                    cells.append(
-                        "/".join(f"{row[key % k]:.2f}" for k in ("tokens", "pairs", "wall"))
-                    )
-                else:
-                    cells.append("-")
-            lines.append(f"| {g} | {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            out: dict[str, Any] = {"gen": int(row["gen_length"]), "decoder": name}
+            out.update({m: row[f"{name}/{m}"] for m in METRICS})
+            for col, ref in (("vs_vanilla", "vanilla"), ("vs_vanilla_et", "vanilla_et")):
+                out[col] = _speedups(row, name, ref)
+            out["vs_own"] = _speedups(row, name, PAIRS.get(name))
+            view.append(out)
+    return view
 
 
-def diff_table(rows: list[dict[str, float]]) -> str:
-    """Paired exact-match differences (decoder - reference) with 95% CIs, per gen length."""
+def _speedups(row: dict[str, float], name: str, ref: str | None) -> str | None:
+    key = f"{name}/speedup_%s_vs_{ref}"
+    if not ref or key % "tokens" not in row:
+        return None
+    return "/".join(f"{row[key % k]:.2f}" for k in ("tokens", "pairs", "wall"))
+
+
+def diff_view(rows: list[dict[str, float]]) -> tuple[list[dict[str, str]], list[Column]]:
+    """Paired exact-match differences (decoder - reference) with 95% CIs: a row per pair
+    that ran, a column per gen length."""
     pairs = [(n, r) for n, r in ACC_DIFFS if f"{n}/acc_diff_vs_{r}" in rows[0]]
-    if not pairs:
-        return ""
-    head = "| decoder - reference | " + " | ".join(f"gen {int(r['gen_length'])}" for r in rows)
-    lines = [head + " |", "|" + "---|" * (len(rows) + 1)]
+    gens = [f"gen {int(r['gen_length'])}" for r in rows]
+    view = []
     for name, ref in pairs:
         key = f"{name}/acc_diff_vs_{ref}"
         cells = [f"{r[key]:+.3f} [{r[key + '_lo']:+.3f}, {r[key + '_hi']:+.3f}]" for r in rows]
-        lines.append(f"| {name} - {ref} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        view.append(
+            {"decoder - reference": f"{name} - {ref}", **dict(zip(gens, cells, strict=True))}
+        )
+    return view, [Column("decoder - reference"), *(Column(g) for g in gens)]
+
+
+def diff_table(rows: list[dict[str, float]]) -> str:
+    """`diff_view` as markdown; "" when no pair ran."""
+    view, columns = diff_view(rows)
+    return markdown(view, columns) if view else ""
+
+
+def write_grid(folder: Path, rows: list[dict[str, float]], decoders: list[str]) -> Path:
+    """`grid.jsonl` (the rows, one per gen length) and `grid.md` (`grid_view`, then the
+    paired differences when any pair ran)."""
+    view, columns = diff_view(rows)
+    more = [Table(view, columns)] if view else []
+    return write_table(
+        folder, grid_view(rows, decoders), GRID_COLUMNS, name="grid", more=more, jsonl=rows
+    )
 
 
 def plot(rows: list[dict[str, float]], decoders: list[str], path: Path) -> Path:
