@@ -38,6 +38,7 @@ from rayworks.platform.serve_metrics import REQUEST_SERIES, ModelMetrics
 FIRST_BACKOFF_S = 0.25
 MAX_BACKOFF_S = 4.0
 RETRY_AFTER_S = 1  # the Retry-After of an `overloaded` 503
+DONE = "data: [DONE]\n\n"  # the last chunk of every finished stream (`openai_responses.sse`)
 
 
 def replica_errors() -> tuple[type[BaseException], ...]:
@@ -135,10 +136,19 @@ class RemoteBackend:
     async def _relay(self, chunks: Any) -> AsyncIterator[str]:
         """The replica's SSE chunks; its death mid-stream becomes an error event and
         `[DONE]`; however the response ends early, the replica's stream is cancelled."""
-        done = False
+        done, last = False, ""
         try:
             async for chunk in chunks:
+                if chunk.startswith('data: {"error"') and '"status": 499' in chunk:
+                    raise asyncio.CancelledError  # see below
                 yield chunk
+                last = chunk
+            if last != DONE:
+                # the replica's stream ended without [DONE]: it was cancelled because this
+                # request was (its client left) before the cancellation reached this task;
+                # end as cancelled, so the request counts as 499 (`RequestMetrics`), not
+                # as a stream that finished
+                raise asyncio.CancelledError
             done = True
         except self.errors as err:
             unavailable = APIError(

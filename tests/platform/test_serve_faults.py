@@ -118,7 +118,8 @@ def test_disconnect_stops_the_generation_and_frees_its_slot(server, stream: bool
     after = metrics(url)
     print(f"\ndisconnect (stream={stream}): generation stopped {took:.2f}s after close")
     assert after[f"{GENERATED_TOKENS}_total"] < 64 * LONG  # cut short, not run to the end
-    wait_for(lambda: closed_count(url) > closed_before, 10, "the request counted as 499")
+    statuses = lambda: {k: v for k, v in metrics(url).items() if k.startswith(REQUESTS)}  # noqa: E731
+    wait_for(lambda: closed_count(url) > closed_before, 30, f"counted as 499: {statuses()}")
     resp = requests.post(
         f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 3}, headers=AUTH, timeout=30
     )
