@@ -123,6 +123,12 @@ def new_app(title: str, docs: bool = False, max_body_bytes: int | None = None) -
 ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health")
 
 
+def generation_pool() -> ThreadPoolExecutor:
+    """Where generations run: not FastAPI's pool, so that a cancelled handler can wait for
+    its thread; threads start on demand (Serve's max_ongoing_requests bounds them)."""
+    return ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the HTTP surface answers from: a model in this process (`LocalBackend`) or the
@@ -144,12 +150,10 @@ class Backend(Protocol):
 class LocalBackend:
     """A `CompletionEngine` in this process; generations run in worker threads (`answer`)."""
 
-    def __init__(self, engine: CompletionEngine) -> None:
+    def __init__(self, engine: CompletionEngine, workers: Executor | None = None) -> None:
         self.engine, self.name = engine, engine.name
         self.limits, self.metrics = engine.limits, engine.metrics
-        # generations run here, not in FastAPI's pool, so that a cancelled handler can wait
-        # for its thread; threads start on demand (Serve's max_ongoing_requests bounds them)
-        self.workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
+        self.workers = workers or generation_pool()
 
     async def answer(self, body: CompletionRequest | ChatRequest) -> Any:
         return await answer(self.engine, body, self.workers)

@@ -25,7 +25,6 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,13 @@ from rayworks.models import resolve_model_dir
 from rayworks.platform.access import check_bind
 from rayworks.platform.completion_engine import CompletionEngine
 from rayworks.platform.kv_serving import KVServing
-from rayworks.platform.openai_api import ChunkPuller, build_app, in_thread
+from rayworks.platform.openai_api import (
+    ChunkPuller,
+    LocalBackend,
+    build_app,
+    generation_pool,
+    in_thread,
+)
 from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
 from rayworks.platform.serve_limits import ServeLimits
 from rayworks.platform.serve_metrics import GENERATION_SERIES, ModelMetrics
@@ -74,7 +79,7 @@ class CompletionServer:
             ModelMetrics(ray_export=True, series=series),  # in a replica: Ray's metrics too
         )
         self.api_key, self.docs = api_key, docs
-        self.workers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="rayworks-generate")
+        self.workers = generation_pool()
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One `/v1/completions` body through a deployment handle, for callers inside the
@@ -117,7 +122,7 @@ class CompletionApp(CompletionServer):
     `/direct` baseline (`pipelines/ttc/router.py`)."""
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_app(self.engine, self.api_key, self.docs)
+        return build_app(LocalBackend(self.engine, self.workers), self.api_key, self.docs)
 
 
 @functools.cache
