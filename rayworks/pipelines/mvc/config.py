@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from rayworks.core.config import Config, PipelineConfig
 
-Arm = Literal["mvc", "attn"]
+Arm = Literal["mvc", "attn", "meanprosody"]
 Fusion = Literal["gated", "concat"]
 StyleMode = Literal["adaln", "concat"]
 
@@ -174,9 +174,15 @@ class MVCConfig(PipelineConfig):
         },
     }
 
-    arm: Arm = Field("mvc", description="arm this run reports: mvc (b, c, d) | attn (a)")
+    arm: Arm = Field(
+        "mvc",
+        description="arm this run reports: mvc (b, c, d) | attn (a) | meanprosody (the "
+        "floor of the stack: per-utterance flat prosody from the style only)",
+    )
     compare: list[Arm] = Field(
-        default_factory=lambda: ["attn"], description="arms also trained here (pass rule)"
+        default_factory=lambda: ["attn", "meanprosody"],
+        description="arms also trained here (pass rule: attn for parity, meanprosody for "
+        "the span above the decoder floor)",
     )
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     decoder: DecoderConfig = Field(default_factory=DecoderConfig)
@@ -187,7 +193,12 @@ class MVCConfig(PipelineConfig):
         default_factory=ScalingConfig, description="encoder scaling benchmark; null = skip"
     )
     griffin_lim_iters: int = Field(32, ge=1, description="Griffin-Lim iterations (listening only)")
-    parity_tolerance: float = Field(0.05, gt=0, description="pass rule: |b/a-1| ≤ this (recipe 5%)")
+    parity_tolerance: float = Field(
+        0.05,
+        gt=0,
+        description="pass rule: |b/a-1| ≤ this on MCD above the decoder floor and on log-F0 "
+        "RMSE (recipe 5%)",
+    )
     slope_band: tuple[float, float] = Field(
         (0.8, 1.25), description="pass rule: log-log slope counted as linear (reconstructed)"
     )

@@ -22,12 +22,11 @@ from rayworks.pipelines.mvc.decoder import (
 )
 from rayworks.pipelines.mvc.layers import length_mask
 from rayworks.pipelines.mvc.recognizer import Recognizer, phoneme_error_rate, targets
-from rayworks.pipelines.mvc.stacks import ConditioningStack
 
 EVAL_BATCH = 16
 
 
-def synthesize(stack: ConditioningStack, decoder: Decoder, batch: Batch, teacher: bool) -> dict:
+def synthesize(stack: torch.nn.Module, decoder: Decoder, batch: Batch, teacher: bool) -> dict:
     """Stack + decoder on a batch; teacher=True uses the MAS durations (teacher-forced)."""
     style = decoder.style_encoder(batch.ref_mel, batch.ref_lengths)
     out = stack(batch.ids, batch.text_lengths, style, batch.durations if teacher else None)
@@ -48,7 +47,7 @@ def test_batches(corpus: Corpus, seed: int) -> list[tuple[list[int], Batch]]:
 
 
 def evaluate_stack(
-    stack: ConditioningStack,
+    stack: torch.nn.Module,
     decoder: Decoder,
     recognizer: Recognizer,
     corpus: Corpus,

@@ -16,6 +16,11 @@ arm "mvc" (b): gated Bi-Mamba text encoder (§3.1), temporal Bi-Mamba with linea
   `style="concat"` (d): AdaLN removed; style concatenated to each module's input instead.
 arm "attn" (a, StyleTTS2-like): Transformer text encoder, BiLSTM duration and prosody
   predictors, AdaLN.
+arm "meanprosody" (the floor of the stack, ours): `MeanProsodyStack` reads the style vector
+  only and predicts one log-duration, one log-F0, one voicing logit and one energy per
+  utterance, spread flat over its phonemes / frames: what a conditioning stack gets
+  without reading the phonemes. Its MCD minus the decoder floor (the decoder on ground-truth
+  features) is the span a real stack can close (`report.floor_metrics`).
 Reconstructed: the module widths / depths (scaled down), the residual pre-LN wiring of the
 mixers, voicing as a separate logit, and the expressive module reading h_A only (the paper
 fuses h_E with h_B; our h_B already carries the text encoding).
@@ -154,6 +159,57 @@ class ConditioningStack(nn.Module):
             "voiced_logit": out[..., 1],
             "energy": 5.0 * out[..., 2],
         }
+
+
+class MeanProsodyStack(nn.Module):
+    """The trivial predictor (arm "meanprosody"): style e → MLP → per-utterance constants
+    (log d, ln F0, voicing logit, energy), the same outputs and training loss as
+    `ConditioningStack`, but blind to the phonemes and to position. The MLP lets the
+    constants depend on the speaker (voice, pitch and speed setting read from the
+    reference), so the arm is the best flat prosody for that speaker, not one global
+    mean."""
+
+    def __init__(self, cfg: dict[str, Any], style_dim: int) -> None:
+        super().__init__()
+        d = cfg["width"]
+        self.mlp = nn.Sequential(nn.Linear(style_dim, d), nn.LeakyReLU(0.2), nn.Linear(d, 4))
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        style: torch.Tensor,
+        durations: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Same contract as `ConditioningStack.forward`; every output is constant within
+        an utterance (over its real phonemes / frames)."""
+        text_mask = length_mask(lengths, ids.shape[1])
+        means = self.mlp(style)  # (B, 4)
+        log_dur = means[:, :1].expand(-1, ids.shape[1]) * text_mask
+        if durations is None:
+            durations = torch.exp(log_dur.detach()).round().clamp(1, MAX_DURATION).long()
+            durations = durations * text_mask
+        frame_lengths = durations.sum(1)
+        frames = int(frame_lengths.max())
+        flat = (
+            means[:, 1:, None].expand(-1, -1, frames) * length_mask(frame_lengths, frames)[:, None]
+        )
+        return {
+            "log_dur": log_dur,
+            "durations": durations,
+            "frame_lengths": frame_lengths,
+            "lf0": flat[:, 0],
+            "voiced_logit": flat[:, 1],
+            "energy": 5.0 * flat[:, 2],
+        }
+
+
+def build_stack(arm: str, vocab_size: int, cfg: dict[str, Any], style_dim: int) -> nn.Module:
+    """The conditioning stack of `arm` ("mvc" / "attn": `ConditioningStack`;
+    "meanprosody": `MeanProsodyStack`)."""
+    if arm == "meanprosody":
+        return MeanProsodyStack(cfg, style_dim)
+    return ConditioningStack(arm, vocab_size, cfg, style_dim)
 
 
 class CausalTextEncoder(nn.Module):

@@ -25,12 +25,12 @@ from rayworks.pipelines.mvc.decoder import Batch, Decoder, collate, references, 
 from rayworks.pipelines.mvc.evaluate import evaluate_stack
 from rayworks.pipelines.mvc.layers import length_mask, masked_l1
 from rayworks.pipelines.mvc.shared import load_decoder, load_recognizer
-from rayworks.pipelines.mvc.stacks import ConditioningStack
+from rayworks.pipelines.mvc.stacks import build_stack
 from rayworks.platform.context import RunContext
 
 
 def stack_losses(
-    stack: ConditioningStack, decoder: Decoder, batch: Batch, lam: dict[str, Any]
+    stack: torch.nn.Module, decoder: Decoder, batch: Batch, lam: dict[str, Any]
 ) -> dict[str, torch.Tensor]:
     """Every loss term of one teacher-forced batch, and their weighted sum ("loss")."""
     with torch.no_grad():
@@ -67,7 +67,7 @@ def stack_losses(
 def _save(
     root: Path,
     step: int,
-    stack: ConditioningStack,
+    stack: torch.nn.Module,
     opt: torch.optim.Optimizer,
     curve: list[list[float]],
 ) -> None:
@@ -78,7 +78,7 @@ def _save(
     ckpt.prune(root, keep=1)
 
 
-def _restore(root: Path, stack: ConditioningStack, opt: torch.optim.Optimizer):
+def _restore(root: Path, stack: torch.nn.Module, opt: torch.optim.Optimizer):
     latest = ckpt.latest_checkpoint(root)
     if latest is None:
         return 0, []
@@ -89,7 +89,7 @@ def _restore(root: Path, stack: ConditioningStack, opt: torch.optim.Optimizer):
 
 
 def train_stack(
-    stack: ConditioningStack,
+    stack: torch.nn.Module,
     decoder: Decoder,
     corpus: Corpus,
     train_cfg: dict[str, Any],
@@ -137,7 +137,7 @@ def arm_piece(
     decoder = load_decoder(folder, cfg["decoder"], vocab)
     recognizer = load_recognizer(folder, cfg["recognizer"], vocab)
     torch.manual_seed(seed)
-    stack = ConditioningStack(arm, vocab, cfg["stack"], cfg["decoder"]["style_dim"])
+    stack = build_stack(arm, vocab, cfg["stack"], cfg["decoder"]["style_dim"])
 
     def log(step: int, parts: dict[str, float]) -> None:
         ctx.log(step, arm=label, **parts)

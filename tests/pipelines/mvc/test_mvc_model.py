@@ -1,5 +1,5 @@
 """Decoder shapes and reload, the conditioning stacks (arms a-d) and their padding
-behaviour, the streaming encoder, and checkpoint resume of the training loop."""
+behaviour, the mean-prosody (floor) stack, the streaming encoder, and checkpoint resume of the training loop."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ from rayworks.core import checkpoint as ckpt
 from rayworks.pipelines.mvc.corpus import Corpus
 from rayworks.pipelines.mvc.decoder import Decoder, collate, references, speaker_pools
 from rayworks.pipelines.mvc.layers import alignment
-from rayworks.pipelines.mvc.stacks import CausalTextEncoder, ConditioningStack
+from rayworks.pipelines.mvc.stacks import (
+    CausalTextEncoder,
+    ConditioningStack,
+    MeanProsodyStack,
+    build_stack,
+)
 from rayworks.pipelines.mvc.train import train_stack
 
 STACK = {
@@ -124,6 +129,36 @@ def test_stack_outputs_and_padding(arm: str, fusion: str, style: str) -> None:
     assert bool(gates) == (arm == "mvc" and fusion == "gated")
     adaln = [m for m in stack.modules() if getattr(m, "affine", None) is not None]
     assert bool(adaln) == (style == "adaln")
+
+
+def test_mean_prosody_stack_is_flat_per_utterance_and_trains(tmp_path) -> None:
+    torch.manual_seed(0)
+    stack = build_stack("meanprosody", 9, STACK, 4)
+    assert isinstance(stack, MeanProsodyStack)
+    ids = torch.randint(1, 9, (2, 7))
+    ids[1, 4:] = 0
+    lengths, style = torch.tensor([7, 4]), torch.randn(2, 4)
+    dur = torch.randint(1, 4, (2, 7)) * (ids > 0)
+    out = stack(ids, lengths, style, dur)
+    n = dur.sum(1)
+    assert out["lf0"].shape == (2, int(n.max())) and torch.equal(out["frame_lengths"], n)
+    for key in ("lf0", "voiced_logit", "energy"):
+        for b in range(2):
+            real = out[key][b, : int(n[b])]
+            assert torch.allclose(real, real[0].expand_as(real)), key  # one value per utterance
+            assert (out[key][b, int(n[b]) :] == 0).all(), key
+    assert (out["log_dur"][1, 4:] == 0).all() and out["log_dur"][0].unique().numel() == 1
+    other = stack(torch.randint(1, 9, (2, 7)), lengths, style, dur)  # other phonemes
+    torch.testing.assert_close(other["lf0"], out["lf0"])  # blind to the phonemes
+    free = stack(ids, lengths, style)
+    assert (free["durations"][0] >= 1).all() and (free["durations"][1, 4:] == 0).all()
+
+    decoder = Decoder(7, 16, 1, 4).eval().requires_grad_(False)
+    flat = build_stack("meanprosody", 7, STACK, 4)
+    before = [p.clone() for p in flat.parameters()]
+    curve = train_stack(flat, decoder, tiny_corpus(), TRAIN, 0, tmp_path)
+    assert len(curve) == TRAIN["steps"]
+    assert any(not torch.equal(a, b) for a, b in zip(before, flat.parameters(), strict=True))
 
 
 def test_streaming_chunks_equal_full_causal_run() -> None:
