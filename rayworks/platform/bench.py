@@ -212,38 +212,40 @@ def execute(
 
     Queued Train worker groups would otherwise time out and retry, and idle drivers would
     compete for CPU. A failed run comes back with its error, it is not raised. Every run
-    directory gets `record` as its provenance.json (default: this process's).
+    directory gets `record` as its provenance.json (default: this process's). Outcomes
+    come back in plan order, not in the order the runs finish: callers index them by plan
+    position (`bench` reads in-run arms off `outcomes[source]`).
     """
     import ray
 
     need = max(resources_of(r.spec, r.cfg).get("CPU", 1) or 1 for r in plan)
     slots = max(1, int(ray.cluster_resources().get("CPU", 1) // need))
     queue = list(plan)
-    started: dict[Any, tuple[PlannedRun, Path]] = {}
-    outcomes: list[Outcome] = []
+    started: dict[Any, tuple[int, PlannedRun, Path]] = {}
+    outcomes: dict[int, Outcome] = {}
     with Progress(console=console, transient=False) as progress:
         task = progress.add_task(title, total=len(plan))
         pending: list[Any] = []
         while queue or pending:
             while queue and len(pending) < slots:
-                run = queue.pop(0)
+                index, run = len(plan) - len(queue), queue.pop(0)
                 ctx = RunContext.create(
                     run.spec.name, run.cfg, _runs_root(out_dir, run.arm), record=record
                 )
                 ctx = replace(ctx, cache_dir=out_dir / "runs" / "cache")  # one per bench
                 ref = remote_run(run.spec, run.cfg, ctx)
-                started[ref] = (run, ctx.metrics_path)
+                started[ref] = (index, run, ctx.metrics_path)
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
-            run, metrics_path = started[done[0]]
+            index, run, metrics_path = started[done[0]]
             summary, error = None, None
             try:
                 summary = ray.get(done[0])
             except Exception as exc:  # a failed run is reported in the table, not hidden
                 error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-            outcomes.append(Outcome(run.arm.name, run.cfg.seed, summary, error, metrics_path))
+            outcomes[index] = Outcome(run.arm.name, run.cfg.seed, summary, error, metrics_path)
             progress.advance(task)
-    return outcomes
+    return [outcomes[i] for i in range(len(plan))]
 
 
 def bench(

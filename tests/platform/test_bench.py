@@ -581,3 +581,23 @@ def test_an_in_run_arm_the_methods_defaults_do_not_compute_is_refused():
         registry.pipeline(
             "bad", config=InRunConfig, arms={"bad_z": registry.Arm("z", {}, in_run=how)}
         )
+
+
+def test_execute_returns_outcomes_in_plan_order(toy_registry, tmp_path, monkeypatch):
+    """Runs that finish out of order still come back at their plan position: `bench` reads
+    an in-run arm off `outcomes[source]`, the method run of its seed."""
+    import sys
+    import types
+
+    plan = bench.plan_runs(bench.plan_arms("toymethod", ablations=False), 2, "smoke")
+    fake = types.SimpleNamespace(
+        cluster_resources=lambda: {"CPU": 2},
+        wait=lambda pending, num_returns=1: ([pending[-1]], pending[:-1]),  # newest first
+        get=lambda ref: {"acc": ref[1]},
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(bench, "resources_of", lambda spec, cfg: {"CPU": 1})
+    monkeypatch.setattr(bench, "remote_run", lambda spec, cfg, ctx: (spec.name, cfg.seed))
+    outcomes = bench.execute(plan, tmp_path, "t")
+    assert [(o.arm, o.seed) for o in outcomes] == [(r.arm.name, r.cfg.seed) for r in plan]
+    assert [o.summary["acc"] for o in outcomes] == [r.cfg.seed for r in plan]
