@@ -116,7 +116,9 @@ class TrainConfig(Config):
     """Stack training (teacher-forced alignment; the aligner is dropped at inference)."""
 
     steps: int = Field(
-        150, ge=1, description="optimizer steps (recipe: ≈15 CPU-min per arm; ours ≈1)"
+        500,
+        ge=1,
+        description="optimizer steps (recipe: ≈15 CPU-min per arm; ours ≈3 at 500 steps)",
     )
     batch: int = Field(8, ge=1, description="utterances per step (paper: 8)")
     lr: float = Field(2e-3, gt=0, description="Adam lr (paper 1e-4 at 512 wide; ours is tiny)")
