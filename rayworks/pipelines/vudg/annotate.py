@@ -12,15 +12,19 @@ the scene graph through its own noise:
 - E1 answers from its view (`generator_error`, our recipe's 10%) and passes the view on;
 - E2 writes 5 distractors outside E1's view, with `synonym_rate` replacing one by a
   synonym of the answer (a second correct option); shuffles;
-- E3-het checks against its own independent view (`verifier_error`); E3-self has the same
-  error rate but starts from E1's view (shared error seed: self-reinforcement). Either one
-  notices a synonym distractor with probability `synonym_recall`;
+- E3-het checks against its own independent view (`verifier_error`); E3-self has its own
+  error rate (`self_verifier_error`, by default the same) but starts from E1's view (shared
+  error seed: self-reinforcement) with probability `self_shared_view` (recipe 1), else from
+  the truth like E3-het. Either one notices a synonym distractor with probability
+  `synonym_recall`;
 - humans check the flagged items against the true graph: fix (the true value is among the
   options) or delete; unflagged items pass unchanged;
 - a final audit against the true graph counts residual label errors per stage.
 
-By construction E3-self cannot see most of E1's errors (said here so as not to hide it); the
-measured gap is reported, not assumed.
+By construction E3-self cannot see most of E1's errors at `self_shared_view` = 1 (said here
+so as not to hide it); the measured gap is reported, not assumed. With `self_shared_view`
+= 0 the two branches differ only in their error rates, so the comparison can go either way
+(the annotation tests check that it flips when E3-het is the noisier one).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from rayworks.pipelines.vudg.config import AnnotationConfig
 from rayworks.pipelines.vudg.scene import ACTIONS, COLOURS, OBJECTS, SceneGraph
 
 TYPES = ("action", "attribute", "object", "temporal")
@@ -217,20 +222,29 @@ class ClipAnnotation:
 def annotate_clip(sg: SceneGraph, ann: dict, rng: np.random.Generator) -> ClipAnnotation:
     """Run E1 → E2 → {E3-het, E3-self} → humans → audit on one clip's four questions.
 
-    `ann` holds the AnnotationConfig values. E1 and E2 run once; both verifier branches
-    see the same items. Each item's `history` records label correctness per stage.
+    `ann` holds the AnnotationConfig values (missing keys take their defaults). E1 and E2
+    run once; both verifier branches see the same items. Each item's `history` records
+    label correctness per stage.
     """
+    a = AnnotationConfig.model_validate(ann)
+    self_error = a.verifier_error if a.self_verifier_error is None else a.self_verifier_error
     streams = rng.spawn(5)  # E1, E2, E3-het, E3-self, humans: independent seeds
     branches: dict[str, list[Item]] = {"het": [], "self": []}
     for qtype in TYPES:
         true_set = truth(sg, qtype)
-        answer, e1_view = generate(sg, qtype, ann["generator_error"], streams[0])
-        options, index = distract(answer, e1_view, qtype, ann["synonym_rate"], streams[1])
+        answer, e1_view = generate(sg, qtype, a.generator_error, streams[0])
+        options, index = distract(answer, e1_view, qtype, a.synonym_rate, streams[1])
         item = Item(qtype, options, index, e1_view)
         item.history = {"E1": answer in true_set, "E2": is_correct(item, true_set)}
-        for branch, start, stream in (("het", true_set, streams[2]), ("self", e1_view, streams[3])):
-            view = hallucinate(start, qtype, ann["verifier_error"], stream)
-            verdict = verify(item, view, ann["synonym_recall"], stream)
+        # E3-self's start: E1's view with probability self_shared_view (no draw at 1, so
+        # the recipe's stream is the one E3-self always had)
+        shared = a.self_shared_view >= 1 or streams[3].random() < a.self_shared_view
+        for branch, start, rate, stream in (
+            ("het", true_set, a.verifier_error, streams[2]),
+            ("self", e1_view if shared else true_set, self_error, streams[3]),
+        ):
+            view = hallucinate(start, qtype, rate, stream)
+            verdict = verify(item, view, a.synonym_recall, stream)
             out = replace(item, verdict=verdict, history=dict(item.history))
             if verdict != "correct":
                 out = human_fix(out, true_set, streams[4])

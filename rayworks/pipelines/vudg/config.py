@@ -65,7 +65,17 @@ class AnnotationConfig(Config):
         0.05, ge=0, le=1, description="E2 writes a synonym of the answer as a distractor"
     )
     verifier_error: float = Field(
-        0.1, ge=0, le=1, description="E3 own perception error rate (het and self alike)"
+        0.1, ge=0, le=1, description="E3-het's own perception error rate (and E3-self's by default)"
+    )
+    self_verifier_error: float | None = Field(
+        None, ge=0, le=1, description="E3-self's own error rate (None: verifier_error)"
+    )
+    self_shared_view: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="chance E3-self starts from E1's view, else from the truth (recipe 1: it "
+        "shares E1's error seed; 0: a second independent verifier)",
     )
     synonym_recall: float = Field(
         0.7, ge=0, le=1, description="chance E3 notices a synonym distractor"

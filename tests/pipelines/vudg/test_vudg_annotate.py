@@ -45,7 +45,7 @@ def test_is_correct_against_hand_made_items() -> None:
     )
 
 
-def test_stage_counts_reconcile_and_het_beats_self() -> None:
+def test_stage_counts_reconcile() -> None:
     het, slf = _simulate(ANN)
     for items in (het, slf):
         r = stage_report(items)
@@ -65,7 +65,56 @@ def test_stage_counts_reconcile_and_het_beats_self() -> None:
     h, s = stage_report(het), stage_report(slf)
     assert h["errors_E1"] == s["errors_E1"] and h["errors_E2"] == s["errors_E2"]  # shared E1/E2
     assert 0.07 < h["errors_E1"] / 1200 < 0.13  # the injected 10% (binomial, ±3.5 sd)
-    assert h["errors_final"] < s["errors_final"]
+
+
+def _residual(items: list[Item], types: tuple[str, ...]) -> tuple[int, int]:
+    """(residual label errors, items) over the items of the given question types."""
+    mine = [it for it in items if it.qtype in types]
+    return stage_report(mine)["errors_final"], len(mine)
+
+
+def _near(count: int, n: int, p: float) -> bool:
+    """`count` within 4 binomial standard deviations of n·p."""
+    return abs(count - n * p) <= 4 * (n * p * (1 - p)) ** 0.5 + 1
+
+
+def test_residual_errors_match_the_analytic_miss_rates() -> None:
+    """E3-het vs E3-self measured against closed-form miss rates, not against each other.
+
+    Attribute and object questions have exactly six values, so every item lists all six and
+    a label is wrong iff E1 hallucinated (rate g) a wrong value w. A verifier whose view is
+    the truth with one value replaced at rate v passes such an item only if its view is {w}:
+    E3-het (view from the truth) with probability v/5; E3-self (view from E1's {w} with
+    probability s = self_shared_view, else from the truth) with s(1 - v) + (1 - s)v/5.
+    Humans fix every flagged item, so residual errors / items = g times the miss rate.
+    This can fail: an E3-het that saw the truth without its own noise would leave 0 errors,
+    not about 30; an E3-self wired to E1's errors whatever s is would leave about 150 at
+    s = 0.5, not about 90."""
+    ann = {**ANN, "synonym_rate": 0.0, "generator_error": 0.5, "verifier_error": 0.5}
+    for share in (1.0, 0.5, 0.0):
+        het, slf = _simulate({**ann, "self_shared_view": share}, n=300)
+        h, n = _residual(het, ("attribute", "object"))
+        s, _ = _residual(slf, ("attribute", "object"))
+        assert n == 600
+        assert _near(h, n, 0.5 * 0.5 / 5), (share, h)
+        assert _near(s, n, 0.5 * (share * 0.5 + (1 - share) * 0.5 / 5)), (share, s)
+
+
+def test_het_vs_self_comparison_follows_the_simulated_error_rates() -> None:
+    """The E3-het < E3-self ordering comes from the simulated behaviour, so it flips when
+    the behaviour does: with no shared error seed (self_shared_view 0) the branches differ
+    only in their own error rates, and a noisy E3-het (0.9) must then leave more residual
+    errors than a careful E3-self (0.1), over all four question types; at the method's
+    recipe (shared seed, equal rates) E3-het leaves fewer. A comparison rigged in E3-het's
+    favour (say, E3-self always starting from E1's view, or E3-het never erring) fails the
+    flipped case."""
+    ann = {**ANN, "synonym_rate": 0.0, "generator_error": 0.3, "self_shared_view": 0.0}
+    het, slf = _simulate({**ann, "verifier_error": 0.9, "self_verifier_error": 0.1}, n=200)
+    h, s = stage_report(het), stage_report(slf)
+    assert h["errors_E2"] == s["errors_E2"] > 0
+    assert h["errors_final"] > s["errors_final"] + 20, (h["errors_final"], s["errors_final"])
+    het, slf = _simulate({**ann, "self_shared_view": 1.0, "verifier_error": 0.1}, n=200)
+    assert stage_report(het)["errors_final"] + 20 < stage_report(slf)["errors_final"]
 
 
 def test_exact_limits_perfect_verifiers() -> None:
