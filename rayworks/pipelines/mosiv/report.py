@@ -13,7 +13,15 @@ from rayworks.platform import tables
 from rayworks.platform.context import RunContext
 from rayworks.platform.tables import Column, Table
 
-GEOMETRY = ("future_cd", "observed_cd", "future_emd", "observed_emd", "future_iou", "observed_iou")
+GEOMETRY = (
+    "future_cd",
+    "observed_cd",
+    "future_emd",
+    "observed_emd",
+    "future_iou",
+    "observed_iou",
+    "future_obs_cd",
+)
 PARAMS = ("log_E_err", "nu_err", "yield_err", "theta_err", "mu_err", "v0_err", "family_ok")
 
 

@@ -3,9 +3,15 @@
 each other so they collide mid-air and land, simulated with the true parameters by `mpm.py`.
 
 Observations (emulating Stage I, as in the paper's noise-sensitivity study): per object a
-fixed subset of `n_points` true particles plus Gaussian noise `noise`·extent, and soft
-silhouettes of the true particles from two views (`render.py`). The initial continuum is
-the true particle set (Stage II assumed perfect: named simplification).
+fixed subset of `n_points` true particles plus Gaussian noise of std `noise`·extent, and soft
+silhouettes from two views (`render.py`) of all the object's true particles displaced by
+Gaussian noise of the same std (an independent draw per frame), so neither target is exact
+at the true parameters. The initial continuum is the true particle set (Stage II assumed
+perfect: named simplification).
+
+Splits: `scene.split = "validation"` draws other throws and parameters of the same material
+pairs from a separate random stream, so knobs (λ_CD) are chosen on scenes the reported
+("test") ones never share.
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ class Scene:
     points_idx: list[torch.Tensor]  # per object: indices of the observed subset
     true_x: torch.Tensor  # (T, N, 2) clean positions, T = observed + future frames
     obs_points: list[torch.Tensor]  # per object (T, n_points, 2), noisy
-    obs_image: torch.Tensor  # (T, K, res, res) per-object soft silhouettes, view 0
-    obs_line: torch.Tensor  # (T, K, res) view 1
+    obs_image: torch.Tensor  # (T, K, res, res) per-object soft silhouettes, view 0 (noisy)
+    obs_line: torch.Tensor  # (T, K, res) view 1 (noisy)
     frames_observed: int
 
 
@@ -72,10 +78,25 @@ def true_parameters(families: list[int], sc, rng) -> dict[str, torch.Tensor]:
     return {key: torch.tensor(v, dtype=torch.float32) for key, v in out.items()}
 
 
+def observation_sigma(sc) -> float:
+    """Std of the observation noise in domain units: `noise` x the object extent (2 x
+    half-size), shared by the observed points and the silhouettes' particles."""
+    return sc.noise * 2 * sc.object_size
+
+
+def floor_frame(x: torch.Tensor, grid: Grid) -> int | None:
+    """First frame at which a particle of x (T, n, 2) reaches the floor's grid nodes (its
+    quadratic stencil holds a boundary node: y < (bound + 0.5)·dx), or None."""
+    hit = torch.nonzero(x[..., 1].amin(-1) < (grid.bound + 0.5) * grid.dx)
+    return int(hit[0]) if len(hit) else None
+
+
 def build_scene(sc, index: int, seed: int, frames: int | None = None) -> Scene:
     """Scene `index` of a run with seed `seed` (`sc` a `SceneConfig`): pair type
-    sc.pairs[index % len], shapes, positions, velocities and parameters from one rng."""
-    rng = np.random.default_rng([seed, index, 7])
+    sc.pairs[index % len], shapes, positions, velocities and parameters from one rng (its
+    stream depends on `sc.split`)."""
+    stream = [seed, index, 7] if sc.split == "test" else [seed, index, 7, 1]
+    rng = np.random.default_rng(stream)
     pair = sc.pairs[index % len(sc.pairs)].split("-")
     families = [FAMILIES.index(f) for f in pair]
     grid = Grid(sc.grid_n, sc.dt, sc.gravity)
@@ -85,7 +106,7 @@ def build_scene(sc, index: int, seed: int, frames: int | None = None) -> Scene:
         side = -1 if k == 0 else 1
         centre = (
             0.5 + side * (sc.separation / 2 + rng.uniform(-0.02, 0.02)),
-            sc.height + rng.uniform(-0.03, 0.03),
+            sc.height + rng.uniform(-sc.height_jitter, sc.height_jitter),
         )
         shape = SHAPES[int(rng.integers(len(SHAPES)))]
         pts = shape_particles(shape, centre, sc.object_size, spacing, rng)
@@ -102,15 +123,17 @@ def build_scene(sc, index: int, seed: int, frames: int | None = None) -> Scene:
     with torch.no_grad():
         mat = material(obj, fam, *(truth[k] for k in PARAM_KEYS))
         true_x = rollout(start, mat, grid, frames, sc.substeps)
+    sigma = observation_sigma(sc)
     points_idx, obs_points = [], []
     for k in range(2):
         members = torch.nonzero(obj == k)[:, 0]
         pick = rng.choice(len(members), size=min(sc.n_points, len(members)), replace=False)
         idx = members[torch.tensor(np.sort(pick))]
-        noise = rng.normal(0.0, sc.noise * 2 * sc.object_size, (frames, len(idx), 2))
+        noise = rng.normal(0.0, sigma, (frames, len(idx), 2))
         points_idx.append(idx)
         obs_points.append(true_x[:, idx] + torch.tensor(noise, dtype=torch.float32))
-    image, line = object_silhouettes(true_x, obj, sc)
+    jitter = torch.tensor(rng.normal(0.0, sigma, tuple(true_x.shape)), dtype=torch.float32)
+    image, line = object_silhouettes(true_x + jitter, obj, sc)
     name = f"{index}:{pair[0]}-{pair[1]}"
     return Scene(
         name,

@@ -16,7 +16,7 @@ from rayworks.pipelines.mosiv.config import MosivConfig
 from rayworks.pipelines.mosiv.fit import estimate_velocity, scene_loss
 from rayworks.pipelines.mosiv.render import chamfer, emd, iou, silhouettes
 from rayworks.pipelines.mosiv.report import pass_rule
-from rayworks.pipelines.mosiv.scenes import build_scene
+from rayworks.pipelines.mosiv.scenes import build_scene, floor_frame, observation_sigma
 from rayworks.platform.registry import get_pipeline
 
 
@@ -72,6 +72,48 @@ def test_objectwise_loss_is_zero_at_truth_and_scenewise_is_blind_to_swaps() -> N
     swapped = dataclasses.replace(scene, obj=1 - scene.obj)
     assert scene_loss(swapped, x, sc, "scenewise", 1.0, 1.0).item() < 1e-6
     assert scene_loss(swapped, x, sc, "objectwise", 1.0, 1.0).item() > 0.1
+
+
+def test_silhouettes_carry_the_points_observation_noise() -> None:
+    """Both targets are noisy at the same std: the silhouette term is not 0 at the true
+    parameters, and its error grows with `scene.noise` as the points' error does."""
+    sc = _smoke().scene
+    errors = {}
+    for noise in (0.0, 0.01, 0.02):
+        scene = build_scene(sc.model_copy(update={"noise": noise}), 0, seed=2)
+        x = scene.true_x
+        sil = scene_loss(scene, x, sc, "objectwise", 0.0, 1.0).item()
+        pts = (scene.obs_points[0] - x[:, scene.points_idx[0]]).std().item()
+        errors[noise] = (sil, pts)
+    assert errors[0.0] == (0.0, 0.0)
+    assert errors[0.01][0] > 1e-4  # exact silhouettes would give 0 here
+    sigma = observation_sigma(sc.model_copy(update={"noise": 0.01}))
+    assert abs(errors[0.01][1] / sigma - 1) < 0.2  # the points' std is that sigma
+    # same random draws scaled by the same std: both errors double with the noise
+    assert 1.6 < errors[0.02][0] / errors[0.01][0] < 2.4
+    assert abs(errors[0.02][1] / errors[0.01][1] - 2) < 1e-3
+
+
+def test_default_scenes_land_within_the_observed_frames() -> None:
+    """Every object of every default scene (test and validation split) reaches the floor
+    before the observed frames end, so the floor friction µ_k is observed."""
+    sc = MosivConfig().scene
+    for split in ("test", "validation"):
+        scene_cfg = sc.model_copy(update={"split": split})
+        for index in range(sc.n_scenes):
+            scene = build_scene(scene_cfg, index, seed=0, frames=sc.frames_observed)
+            for k in range(2):
+                frame = floor_frame(scene.true_x[:, scene.obj == k], scene.grid)
+                assert frame is not None and 0 < frame < sc.frames_observed, (split, index, k)
+
+
+def test_validation_split_draws_other_scenes() -> None:
+    sc = _smoke().scene
+    test = build_scene(sc, 0, seed=0)
+    val = build_scene(sc.model_copy(update={"split": "validation"}), 0, seed=0)
+    assert torch.equal(test.family, val.family)  # same material pair
+    assert not torch.allclose(test.truth["log_E"], val.truth["log_E"])
+    assert not torch.allclose(test.truth["v0"], val.truth["v0"])
 
 
 def test_pass_rule() -> None:
