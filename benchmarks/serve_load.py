@@ -3,7 +3,7 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_load.py [--requests 200]
         [--rates 0.5x,1x,2x] [--replicas 1,2] [--max-tokens 8] [--duration-s 10]
         [--arrivals poisson|uniform] [--overhead-requests 200] [--host 127.0.0.1]
-        [--serve-env RAY_SERVE_<NAME>=<value> ...] [--out benchmarks/results/serve_load.md]
+        [--front actor|proxy] [--serve-env RAY_SERVE_<NAME>=<value> ...] [--out benchmarks/results/serve_load.md]
 
 Serves a tiny random decoder (built here, as benchmarks/ttc_serve.py does) with
 `serve_model` on an embedded local Ray, loopback only (any other `--host` is refused), with
@@ -20,7 +20,8 @@ Per `--replicas` arm:
   status code; tokens are the answers' `usage.completion_tokens`.
 
 On the first arm, the HTTP overhead: the same `max_tokens=1` request, one at a time, through
-`POST /v1/completions` (proxy, FastAPI, key check, JSON) and through the deployment handle
+`POST /v1/completions` (the HTTP front of `--front`: the uvicorn actor by default, or Serve's
+proxy and the ingress deployment; then FastAPI, key check, JSON) and through the deployment handle
 of a model replica (`serve.get_deployment_handle(MODEL_DEPLOYMENT, APP_NAME)
 .complete.remote(body)`: `CompletionServer.complete`, the request model and
 `engine.complete` that the HTTP route reaches through the ingress), alternating.
@@ -64,8 +65,8 @@ OVERHEAD_PATHS = {  # path -> what it runs (see `overhead`)
     "engine": "`engine.complete` in this process (no HTTP, no Ray)",
     "app": "the FastAPI app in this process (httpx ASGI transport, no Ray)",
     "handle": "deployment handle `.complete.remote(body).result()`",
-    "http": "HTTP `POST /v1/completions` (proxy, replica, FastAPI)",
-    "health": "HTTP `GET /health` (proxy and replica round trip, no engine)",
+    "http": "HTTP `POST /v1/completions` (the front, FastAPI, a handle call)",
+    "health": "HTTP `GET /health` (the front's round trip, no engine)",
 }
 
 
@@ -190,7 +191,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"`{report['command']}`",
         "",
         f"Machine: {report['machine']}. Model: {report['model']}. Slots: {SLOTS} running per "
-        "replica, 8 queued (serve_model's defaults). Ray Serve settings: "
+        "replica, 8 queued (serve_model's defaults). HTTP front: "
+        f"{report.get('front', 'proxy')}. Ray Serve settings: "
         + (", ".join(f"`{k}={v}`" for k, v in report.get("serve_env", {}).items()) or "defaults")
         + ".",
         "",
@@ -404,6 +406,7 @@ def run_arm(
 
     url = serve_model(
         checkpoint,
+        front=args.front,
         host=args.host,
         port=args.port,
         api_key=KEY,
@@ -476,6 +479,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RAY_SERVE_X=V",
         help="a Ray Serve setting for this run's local Ray (repeatable)",
     )
+    p.add_argument(
+        "--front",
+        choices=["actor", "proxy"],
+        default="actor",
+        help="the model endpoint's HTTP front (serve_model's front)",
+    )
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     args.host = check_loopback(args.host)
@@ -493,10 +502,10 @@ def main(argv: list[str] | None = None) -> int:
             sock.bind(("127.0.0.1", 0))
             args.port = sock.getsockname()[1]
 
-    from ray import serve
     from ttc_serve import tiny_checkpoint
 
     from rayworks.platform.cluster import connect
+    from rayworks.platform.serve import shutdown
 
     checkpoint = tiny_checkpoint(Path(tempfile.mkdtemp(prefix="serve-load-")))
     os.environ.update(serve_env)  # before Ray starts: its proxy and replicas inherit them
@@ -509,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += arm_rows
             ov = ov or arm_ov
     finally:
-        serve.shutdown()
+        shutdown()
     command = "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_load.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
@@ -523,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": args.requests,
         "duration_s": args.duration_s,
         "serve_env": serve_env,
+        "front": args.front,
         "overhead": ov,
         "rows": rows,
     }

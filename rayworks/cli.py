@@ -186,6 +186,12 @@ def build_parser(serve_target: str | None = None) -> argparse.ArgumentParser:
         "--max-queued-requests", type=int, help="then HTTP 503 (model 8; a target sets its own)"
     )
     p.add_argument("--replicas", type=int, default=1)
+    p.add_argument(
+        "--front",
+        choices=["actor", "proxy"],
+        help="model only: HTTP through one uvicorn actor (default; ~2 ms) or Serve's proxy "
+        "on every node (~8 ms more per request: docs/serving.md)",
+    )
     p.add_argument("--name", help="model id shown by /v1/models")
     g = p.add_argument_group("KV-cache policy (target model; requests may override)")
     g.add_argument("--kv-policy", default="full", help="full or a registered policy")
@@ -370,6 +376,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # refused before Ray starts; serve_model / serve_ttc check again and warn
     check_bind(args.host, api_key, args.insecure_no_auth, warn=False)
     if args.target != "model":
+        if args.front:
+            raise RayworksError(f"--front is for `serve model`, not `serve {args.target}`")
         get_extensions("serve_target")[args.target].serve(args, api_key)
         return 0
     if len(args.checkpoint) != 1:
@@ -389,6 +397,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         num_replicas=args.replicas,
         model_name=args.name,
         blocking=True,
+        front=args.front or "actor",
         kv=KVServing(
             policy=args.kv_policy,
             budget=args.kv_budget,

@@ -337,7 +337,7 @@ def run_harness(
         summary["traceback"] = traceback.format_exc()
         raise
     finally:
-        _shutdown_serve()
+        rw_serve.shutdown()
         ctx.write_summary({**summary, "wall_s": time.time() - started})
         render_report([ctx.run_dir], out=ctx.run_dir / "report.html", title=f"{PIPELINE} {name}")
     return {**summary, "run_dir": str(ctx.run_dir)}
@@ -357,12 +357,6 @@ def _refuse_running_serve() -> None:
             "an embedded Ray (no --address, no RAY_ADDRESS) or stop Serve first "
             "(`serve shutdown`)."
         )
-
-
-def _shutdown_serve() -> None:
-    from ray import serve
-
-    serve.shutdown()
 
 
 @evaluation("harness", config=HarnessConfig)

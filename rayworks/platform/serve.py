@@ -1,7 +1,10 @@
 """`rayworks serve model`: a checkpoint behind Ray Serve with an OpenAI-compatible HTTP API.
 
-    HTTP proxy -> ModelIngress (1 replica: auth, limits, validation, request metrics)
-                  --handle calls--> CompletionServer x --replicas (model, sampling loop)
+    HttpFront actor (uvicorn + the ModelIngress app: auth, limits, validation, metrics)
+        --handle calls--> CompletionServer x --replicas (model, sampling loop)
+
+`front="proxy"` (`--front proxy`) puts Ray Serve's HTTP proxy and a ModelIngress deployment
+in place of the actor (`serve_front.py` says why the actor is the default).
 
 Routes: `GET /health` (open), `GET /v1/models`, `GET /metrics` (Prometheus text; also
 exported through Ray's metrics API: `serve_metrics.py`), `POST /v1/completions` and
@@ -12,10 +15,9 @@ body bytes, time; 400/413/408 naming the flag).
 Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`. Generation is a
 small KV-cache sampling loop shared by the streamed and the plain answer, so both give the
 same text for the same request. A client that disconnects stops its generation at the next
-step (`openai_api.in_thread`). The ingress (`serve_ingress.py`) is why a replica's death is
-not the proxy's plain-text 500: the request is sent again while Serve replaces the replica,
-or answered 503 in OpenAI's shape; overload of the replicas is a JSON 503 too
-(docs/serving.md, "Limits, metrics and failures").
+step (`openai_api.in_thread`). The ingress app (`serve_ingress.py`) turns a replica's death
+into a retry while Serve replaces the replica, or a 503 in OpenAI's shape; overload of the
+replicas is a JSON 503 too (docs/serving.md, "Limits, metrics and failures").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import requests
 from fastapi import FastAPI
@@ -44,6 +46,7 @@ from rayworks.platform.openai_api import (
     in_thread,
 )
 from rayworks.platform.openai_schema import APIError, ChatRequest, CompletionRequest
+from rayworks.platform.serve_front import find_front, start_front, stop_front
 from rayworks.platform.serve_limits import ServeLimits
 from rayworks.platform.serve_metrics import GENERATION_SERIES, ModelMetrics
 
@@ -228,6 +231,7 @@ def serve_model(
     insecure_no_auth: bool = False,
     docs: bool = False,
     limits: ServeLimits | None = None,
+    front: Literal["actor", "proxy"] = "actor",
 ) -> str:
     """Serve `checkpoint` (model folder, checkpoint or run dir) and return its base URL.
 
@@ -239,6 +243,7 @@ def serve_model(
     A non-loopback `host` needs `api_key` unless `insecure_no_auth` (`access.check_bind`);
     `docs` serves FastAPI's /docs and /openapi.json (off by default); `limits` bounds each
     request (`serve_limits.ServeLimits`: prompt, n, max_tokens, stop strings, body, time).
+    `front`: HTTP through the `serve_front.HttpFront` actor, or through Serve's proxy.
     """
     from rayworks.platform import cluster
 
@@ -249,11 +254,18 @@ def serve_model(
     if kv.draft is not None:
         kv = kv.model_copy(update={"draft": str(resolve_model_dir(kv.draft).resolve())})
     name = model_name or default_model_name(checkpoint, model_dir)
+    if front not in ("actor", "proxy"):
+        raise RayworksError(f"front={front!r}: expected 'actor' or 'proxy'")
     cluster.connect()
     from ray import serve
 
-    serve.start(http_options={"host": host, "port": port})
-    ensure_http_address(host, port)
+    if front == "proxy":
+        if find_front() is not None:  # Serve runs without a proxy, the front holds the port
+            shutdown()
+        serve.start(http_options={"host": host, "port": port})
+        ensure_http_address(host, port)
+    else:
+        serve.start(proxy_location="Disabled")
     limits = limits or ServeLimits()
     model, ingress = deployments()
     replicas = model.options(
@@ -264,7 +276,20 @@ def serve_model(
     ).bind(
         str(model_dir), name, None, kv.model_dump(), False, limits.model_dump(), GENERATION_SERIES
     )
-    front = ingress.options(
+    if front == "actor":
+        serve.run(replicas, name=APP_NAME, route_prefix=None, blocking=False)
+        start_front(
+            host,
+            port,
+            name=name,
+            api_key=api_key,
+            docs=docs,
+            limits=limits.model_dump(),
+            app_name=APP_NAME,
+            deployment=MODEL_DEPLOYMENT,
+        )
+        return finish(base_url(host, port), blocking, f"serving {name!r} from {model_dir}")
+    proxied = ingress.options(
         num_replicas=1,
         # the replicas' own bounds decide overload (a JSON 503 from the ingress): the ingress
         # only awaits handle calls, so it takes every request at once; a bound near the
@@ -275,23 +300,32 @@ def serve_model(
         ray_actor_options={"num_cpus": 0},
     )
     serve.run(
-        front.bind(replicas, name, api_key, docs, limits.model_dump()),
+        proxied.bind(replicas, name, api_key, docs, limits.model_dump()),
         name=APP_NAME,
         route_prefix="/",
         blocking=False,
     )
-    url = base_url(host, port)
+    return finish(base_url(host, port), blocking, f"serving {name!r} from {model_dir}")
+
+
+def finish(url: str, blocking: bool, what: str) -> str:
+    """Wait for `url/health`; then return it, or serve until interrupted if `blocking`."""
     wait_healthy(url)
-    if not blocking:
-        return url
-    serve_until_interrupted(f"serving {name!r} from {model_dir} at {url}/v1")
+    if blocking:
+        serve_until_interrupted(f"{what} at {url}/v1")
     return url
 
 
-def serve_until_interrupted(message: str) -> None:
-    """Print `message`, block until Ctrl-C or SIGTERM, then shut Serve down."""
+def shutdown() -> None:
+    """Stop the model endpoint's HTTP front (if any), then Ray Serve."""
     from ray import serve
 
+    stop_front()
+    serve.shutdown()
+
+
+def serve_until_interrupted(message: str) -> None:
+    """Print `message`, block until Ctrl-C or SIGTERM, then shut Serve and the front down."""
     print(f"{message} (Ctrl-C to stop)", flush=True)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops Serve like Ctrl-C does
@@ -301,4 +335,4 @@ def serve_until_interrupted(message: str) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        serve.shutdown()
+        shutdown()

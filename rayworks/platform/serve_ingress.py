@@ -180,12 +180,20 @@ async def _awaited(response: Any) -> Any:
 
 
 class ModelIngress:
-    """The ingress deployment of `serve model` (`serve.deployments`)."""
+    """The ingress app of `serve model`: run by the HTTP front (`serve_front.py`), or as a
+    deployment behind Serve's proxy (`serve.deployments`). `tags` names the source of the
+    request series in Ray's metrics outside a Serve replica."""
 
     def __init__(
-        self, model: Any, name: str, api_key: str | None, docs: bool, limits: dict
+        self,
+        model: Any,
+        name: str,
+        api_key: str | None,
+        docs: bool,
+        limits: dict,
+        tags: dict[str, str] | None = None,
     ) -> None:
-        metrics = ModelMetrics(ray_export=True, series=REQUEST_SERIES)
+        metrics = ModelMetrics(ray_export=True, series=REQUEST_SERIES, tags=tags)
         self.backend = RemoteBackend(model, name, ServeLimits(**limits), metrics)
         self.api_key, self.docs = api_key, docs
 

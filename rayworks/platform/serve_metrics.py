@@ -56,14 +56,24 @@ def _local(kind: str, name: str, doc: str, labels: tuple, buckets: Any, reg: Any
     return Histogram(name, doc, labels, registry=reg, buckets=buckets)
 
 
-def _ray(kind: str, name: str, doc: str, labels: tuple, buckets: Any) -> Any:
-    from ray.serve import metrics
+def _ray(
+    kind: str, name: str, doc: str, labels: tuple, buckets: Any, tags: dict[str, str] | None
+) -> Any:
+    """A series in Ray's metrics: Serve's classes in a replica (they add its tags), Ray's
+    with `tags` as default tags elsewhere (the HTTP front, `serve_front.py`)."""
+    if tags is None:
+        from ray.serve import metrics
+    else:
+        from ray.util import metrics
 
+        labels = (*labels, *tags)
     if kind == "counter":
-        return metrics.Counter(name, doc, tag_keys=labels)
-    if kind == "gauge":
-        return metrics.Gauge(name, doc, tag_keys=labels)
-    return metrics.Histogram(name, doc, boundaries=list(buckets), tag_keys=labels)
+        made = metrics.Counter(name, doc, tag_keys=labels)
+    elif kind == "gauge":
+        made = metrics.Gauge(name, doc, tag_keys=labels)
+    else:
+        made = metrics.Histogram(name, doc, boundaries=list(buckets), tag_keys=labels)
+    return made if tags is None else made.set_default_tags(tags)
 
 
 REQUEST_SERIES = frozenset({REQUESTS, IN_FLIGHT, LATENCY})
@@ -73,16 +83,22 @@ GENERATION_SERIES = frozenset(s[1] for s in SERIES) - REQUEST_SERIES
 
 class ModelMetrics:
     """The endpoint's series (module constants above); thread-safe, as generations run in
-    worker threads. `ray_export=True` (in a Serve replica) also records through Ray.
+    worker threads. `ray_export=True` (in a Serve replica) also records through Ray;
+    outside a replica `tags` names the series' source there (`_ray`).
     `series` keeps a subset: behind an ingress (`serve_ingress.py`), the ingress holds
     `REQUEST_SERIES` and each model replica `GENERATION_SERIES`, so that one `/metrics`
     text can join both without a series twice."""
 
-    def __init__(self, ray_export: bool = False, series: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        ray_export: bool = False,
+        series: frozenset[str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
         kept = [s for s in SERIES if series is None or s[1] in series]
         self.registry = CollectorRegistry()
         self.local = {s[1]: _local(*s, self.registry) for s in kept}
-        self.ray = {s[1]: _ray(*s) for s in kept} if ray_export else {}
+        self.ray = {s[1]: _ray(*s, tags) for s in kept} if ray_export else {}
         self._lock = threading.Lock()
         self.levels = {IN_FLIGHT: 0, RUNNING: 0}  # the gauges' current values
 

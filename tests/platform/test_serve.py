@@ -22,7 +22,7 @@ from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tok
 from rayworks.platform import serve as rw_serve
 from rayworks.platform.completion_engine import TextRow
 from rayworks.platform.kv_serving import KVServing
-from rayworks.platform.serve import base_url, default_model_name, serve_model
+from rayworks.platform.serve import base_url, default_model_name, serve_model, shutdown
 
 KEY = "k"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -48,13 +48,11 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(ray_session, model_dir: Path):
-    from ray import serve
-
     port = free_port()
     kwargs = dict(port=port, api_key=KEY, model_name="tiny", blocking=False)
     url = serve_model(model_dir, **kwargs)
     yield {"url": url, "model_dir": model_dir, "kwargs": kwargs}
-    serve.shutdown()
+    shutdown()
 
 
 def complete(server, **body) -> requests.Response:
@@ -344,3 +342,20 @@ def test_a_deployment_handle_completes_like_the_http_route(server) -> None:
     via_handle = serve.get_app_handle(APP_NAME).complete.remote(body).result(timeout_s=120)
     assert via_handle["choices"][0]["text"] == via_http["choices"][0]["text"]
     assert via_handle["usage"] == via_http["usage"]
+
+
+def test_the_proxy_front_answers_like_the_actor_front(server) -> None:
+    """`front="proxy"` (Serve's HTTP proxy and an ingress deployment) gives the same greedy
+    answer as the default actor front, and replaces it on the same port."""
+    from rayworks.platform.serve_front import find_front
+
+    body = {"model": "tiny", "prompt": "ab", "max_tokens": 5, "temperature": 0.0}
+    via_actor = ok(server, **body)
+    try:
+        serve_model(server["model_dir"], **{**server["kwargs"], "front": "proxy"})
+        assert find_front() is None  # the actor let the port go to the proxy
+        assert ok(server, **body)["choices"] == via_actor["choices"]
+    finally:
+        shutdown()
+        serve_model(server["model_dir"], **server["kwargs"])  # the module's deployment back
+    assert find_front() is not None

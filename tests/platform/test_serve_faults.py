@@ -24,7 +24,8 @@ import torch
 from conftest import free_port
 
 from rayworks.models import DecoderSpec, TokenizerSpec, build_decoder, train_tokenizer
-from rayworks.platform.serve import APP_NAME, INGRESS_DEPLOYMENT, MODEL_DEPLOYMENT, serve_model
+from rayworks.platform.serve import APP_NAME, MODEL_DEPLOYMENT, serve_model, shutdown
+from rayworks.platform.serve_front import FRONT_NAME, find_front
 from rayworks.platform.serve_limits import ServeLimits
 from rayworks.platform.serve_metrics import GENERATED_TOKENS, REQUESTS, RUNNING
 
@@ -51,8 +52,6 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(ray_session, model_dir: Path):
-    from ray import serve
-
     kwargs = dict(
         port=free_port(),
         api_key=KEY,
@@ -62,7 +61,7 @@ def server(ray_session, model_dir: Path):
     )
     url = serve_model(model_dir, **kwargs)
     yield {"url": url, "model_dir": model_dir, "kwargs": kwargs}
-    serve.shutdown()
+    shutdown()
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -142,7 +141,7 @@ def test_series_reach_rays_metrics_export(server) -> None:
     export = f"http://127.0.0.1:{node['MetricsExportPort']}/metrics"
     wanted = re.compile(
         rf'^ray_{REQUESTS}_total{{[^}}]*application="{APP_NAME}"[^}}]*'
-        rf'deployment="{INGRESS_DEPLOYMENT}"[^}}]*route="/v1/completions"[^}}]*'
+        rf'deployment="{FRONT_NAME}"[^}}]*route="/v1/completions"[^}}]*'
         r'status="200"[^}]*} (\S+)$',
         re.M,
     )
@@ -256,6 +255,30 @@ def test_killed_replica_is_replaced_and_the_request_in_flight_is_sent_again(serv
 
 
 def serve_handle_retries() -> int:
-    from ray import serve
+    import ray
 
-    return serve.get_app_handle(APP_NAME).retries.remote().result(timeout_s=30)
+    return ray.get(find_front().retries.remote(), timeout=30)
+
+
+def test_killed_front_comes_back_on_its_address(server) -> None:
+    """Kill the HTTP front's process: Ray restarts the actor on the same node, it binds the
+    same address again, and requests are answered as before; its requests in flight end
+    with the connection (a client error, not a hang)."""
+    import ray
+
+    url = server["url"]
+    front = find_front()
+    before = ray.get(front.where.remote(), timeout=30)
+    ray.kill(front, no_restart=False)  # the process dies; the actor may restart
+
+    def answers() -> bool:
+        try:
+            body = {"prompt": "hi", "max_tokens": 2}
+            resp = requests.post(f"{url}/v1/completions", json=body, headers=AUTH, timeout=10)
+        except requests.RequestException:
+            return False
+        return resp.status_code == 200
+
+    took = wait_for(answers, 90, f"{url} answers again after the front was killed")
+    print(f"\nfront back {took:.1f}s after the kill")
+    assert tuple(ray.get(find_front().where.remote(), timeout=30)) == tuple(before)
