@@ -40,8 +40,8 @@ class DataConfig(Config):
     domains: list[str] = Field(
         default_factory=lambda: list(DOMAINS), description="domains generated (recipe: all 11)"
     )
-    n_train: int = Field(60, ge=1, description="train clips per domain (recipe 300; scaled down)")
-    n_test: int = Field(40, ge=1, description="test clips per domain (recipe 80; scaled down)")
+    n_train: int = Field(300, ge=1, description="train clips per domain (recipe 300)")
+    n_test: int = Field(80, ge=1, description="test clips per domain (recipe 80)")
     frames: int = Field(8, ge=2, description="frames per clip T (recipe 8); two actions, T/2 each")
     size: int = Field(32, ge=16, le=128, description="frame height = width in px (recipe 32)")
 
@@ -87,10 +87,19 @@ class ModelConfig(Config):
 
     width: int = Field(24, ge=4, le=256, description="conv channels (last layer 2x); Tune knob")
     hidden: int = Field(64, ge=8, le=1024, description="GRU / option embedding width")
-    epochs: int = Field(12, ge=1, description="passes over the training clips")
+    epochs: int = Field(
+        16, ge=1, description="passes over the training clips (validation split, budget cap)"
+    )
     batch_size: int = Field(16, ge=1, description="clips per step (all their questions)")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay")
+    val_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="share of the training clips held out as a validation split of the "
+        "training domains (per-epoch, per-type accuracy in val_curve_<run>.jsonl; 0: none)",
+    )
 
 
 class VUDGConfig(PipelineConfig):

@@ -42,6 +42,9 @@ REPORT = (
     "lodo_accuracy",
     "all_accuracy",
     "single_accuracy",
+    "acc_action",
+    "acc_attribute",
+    "acc_object",
     "acc_temporal",
     "e3_het_residual_errors",
     "e3_self_residual_errors",
@@ -127,6 +130,11 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
         path.write_text("".join(json.dumps(p) + "\n" for p in result["predictions"]))
         scores[label], tables[label] = score_file(data_dir, path, "test", result["test_domains"])
         results[label] = result
+        curve = result.get("val_curve", [])
+        if curve:  # validation split of the training domains (model.val_fraction)
+            (ctx.artifacts_dir / f"val_curve_{label}.jsonl").write_text(
+                "".join(json.dumps(c) + "\n" for c in curve)
+            )
         ctx.log(
             i + 1,
             protocol=pieces[i][0],
@@ -134,6 +142,7 @@ def run_vudg(cfg: VUDGConfig, ctx: RunContext) -> dict[str, float]:
             accuracy=scores[label]["accuracy"],
             train_loss=result["train_loss"],
             seconds=result["seconds"],
+            **{k: v for k, v in (curve[-1] if curve else {}).items() if k != "epoch"},
         )
 
     fan_out(cached_piece, calls, threads=1, on_done=done)  # in-process inside a Tune trial

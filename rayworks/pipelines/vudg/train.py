@@ -87,20 +87,32 @@ def train_piece(
 ) -> dict[str, Any]:
     """Train on `train_domains`' train split; predict every test question of `test_domains`.
 
+    With `model["val_fraction"]` > 0 a seeded share of the training clips is held out as a
+    validation split of the training domains (never the test domains): the model trains on
+    the rest and the result adds `val_curve`, per-type validation accuracy after every
+    epoch, the record the recipe's epochs and learning rate are chosen on.
+
     Returns {label, train_domains, test_domains, predictions: [{id, prediction}], seconds,
-    train_loss, n_params}."""
+    train_loss, n_params[, val_curve]}."""
     started = time.time()
     folder = Path(data_dir)
     rows = read_annotations(folder)
     vocab = vocabulary()
-    train = clip_tensors(
-        [r for r in rows if r["split"] == "train" and r["domain"] in train_domains], vocab
-    )
+    mine = [r for r in rows if r["split"] == "train" and r["domain"] in train_domains]
+    val_share = model.get("val_fraction", 0.0)
+    held = set()
+    if val_share > 0:
+        clips = sorted({r["clip"] for r in mine})
+        order = np.random.default_rng([seed, 7]).permutation(len(clips))
+        held = {clips[i] for i in order[: max(1, int(val_share * len(clips)))]}
+    train = clip_tensors([r for r in mine if r["clip"] not in held], vocab)
+    val = clip_tensors([r for r in mine if r["clip"] in held], vocab) if held else None
     test = clip_tensors(
         [r for r in rows if r["split"] == "test" and r["domain"] in test_domains], vocab
     )
     train_video = torch.from_numpy(load_clips(folder, train["clips"]))
     test_video = torch.from_numpy(load_clips(folder, test["clips"]))
+    val_video = torch.from_numpy(load_clips(folder, val["clips"])) if val else None
     torch.manual_seed(seed)
     net = VideoQAModel(len(vocab), model["width"], model["hidden"])
     opt = AdamW(list(net.parameters()), model["weight_decay"])
@@ -108,8 +120,9 @@ def train_piece(
     gen = torch.Generator().manual_seed(seed)
     n, bs = len(train["clips"]), model["batch_size"]
     steps = model["epochs"] * max(1, -(-n // bs))
-    losses = []
-    for _ in range(model["epochs"]):
+    losses, curve = [], []
+    for epoch in range(model["epochs"]):
+        net.train()
         for idx in torch.randperm(n, generator=gen).split(bs):
             logits = net(train_video[idx], qtypes.expand(len(idx), -1), train["options"][idx])
             mask = train["valid"][idx]
@@ -117,18 +130,22 @@ def train_piece(
             loss.backward()
             opt.step(lr_at(len(losses), steps, model["lr"]))
             losses.append(loss.item())
-    net.eval()
-    preds = []
-    with torch.no_grad():
-        for idx in torch.arange(len(test["clips"])).split(256):
-            logits = net(test_video[idx], qtypes.expand(len(idx), -1), test["options"][idx])
-            choice = logits.argmax(-1)
-            for i, row in zip(idx.tolist(), choice.tolist(), strict=True):
-                preds += [
-                    {"id": test["ids"][i][k], "prediction": row[k]}
-                    for k in range(len(TYPES))
-                    if test["valid"][i, k]
-                ]
+        if val is not None:
+            right = predict(net, val_video, val["options"]) == val["answers"]
+            curve.append(
+                {"epoch": epoch + 1}
+                | {
+                    f"val_acc_{t}": right[:, k][val["valid"][:, k]].float().mean().item()
+                    for k, t in enumerate(TYPES)
+                }
+            )
+    choices = predict(net, test_video, test["options"]).tolist()
+    preds = [
+        {"id": test["ids"][i][k], "prediction": row[k]}
+        for i, row in enumerate(choices)
+        for k in range(len(TYPES))
+        if test["valid"][i, k]
+    ]
     return {
         "label": label,
         "train_domains": train_domains,
@@ -137,4 +154,17 @@ def train_piece(
         "seconds": time.time() - started,
         "train_loss": float(np.mean(losses[-max(1, len(losses) // 10) :])),
         "n_params": sum(p.numel() for p in net.parameters()),
-    }
+        "clips": {"train": n, "val": len(held)},
+    } | ({"val_curve": curve} if curve else {})
+
+
+@torch.no_grad()
+def predict(net: torch.nn.Module, video: torch.Tensor, options: torch.Tensor) -> torch.Tensor:
+    """The chosen option per (clip, question type): (N, 4) int64, in eval mode."""
+    net.eval()
+    qtypes = torch.arange(len(TYPES))
+    out = [
+        net(video[idx], qtypes.expand(len(idx), -1), options[idx]).argmax(-1)
+        for idx in torch.arange(len(video)).split(256)
+    ]
+    return torch.cat(out) if out else torch.zeros(0, len(TYPES), dtype=torch.long)
