@@ -260,3 +260,72 @@ def write_plots(
     )
     fig.tight_layout()
     fig.savefig(folder / "annotation_errors.png", dpi=110)
+
+
+CHANCE = 1 / 6
+SEED_METRICS = ("accuracy", *(f"acc_{t}" for t in TYPES))
+PROTOCOL_KEYS = {"lodo": "", "all": "all_", "single": "single_"}  # summary key prefixes
+
+
+def _metric(summary: dict[str, float], protocol: str, metric: str) -> float:
+    """One protocol's metric in a `vudg` summary (lodo headline, compared ones prefixed)."""
+    if metric == "accuracy":
+        return summary[f"{protocol}_accuracy"]
+    return summary[PROTOCOL_KEYS[protocol] + metric]
+
+
+def seed_rows(summaries: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Over the seeds of `vudg` runs (each ran lodo, all and single on its own seed's data
+    and model): per protocol and metric (overall and per question type) the mean with its
+    95% Student-t interval and whether it excludes chance (1/6), then the paired-over-seeds
+    differences lodo - all, lodo - single, all - single (`rayworks.platform.stats`)."""
+    from rayworks.platform.stats import mean_ci, paired_ci
+
+    rows: list[dict[str, Any]] = []
+    for metric in SEED_METRICS:
+        values = {p: [_metric(s, p, metric) for s in summaries] for p in PROTOCOL_KEYS}
+        for p, v in values.items():
+            mean, lo, hi = mean_ci(v)
+            rows.append(
+                {
+                    "metric": metric,
+                    "what": p,
+                    "mean": mean,
+                    "lo": lo,
+                    "hi": hi,
+                    "above_chance": bool(lo > CHANCE),
+                    "seeds": v,
+                }
+            )
+        for a, b in (("lodo", "all"), ("lodo", "single"), ("all", "single")):
+            mean, lo, hi = paired_ci(values[a], values[b])
+            rows.append(
+                {
+                    "metric": metric,
+                    "what": f"{a} - {b}",
+                    "mean": mean,
+                    "lo": lo,
+                    "hi": hi,
+                    "excludes_0": bool(lo > 0 or hi < 0),
+                    "seeds": [x - y for x, y in zip(values[a], values[b], strict=True)],
+                }
+            )
+    return rows
+
+
+SEED_COLUMNS = (
+    Column("metric"),
+    Column("what", "protocol / paired difference"),
+    Column("mean", spec=".3f", right=True),
+    Column("ci", "95% interval", render=lambda r: f"[{r['lo']:.3f}, {r['hi']:.3f}]", right=True),
+    Column(
+        "flag",
+        "interval",
+        render=lambda r: (
+            ("above 1/6" if r["above_chance"] else "includes/below 1/6")
+            if "above_chance" in r
+            else ("excludes 0" if r["excludes_0"] else "includes 0")
+        ),
+    ),
+    Column("seeds", "per seed", render=lambda r: " / ".join(f"{x:.3f}" for x in r["seeds"])),
+)

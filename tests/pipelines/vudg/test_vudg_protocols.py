@@ -50,3 +50,29 @@ def test_presets_load_and_bad_values_name_the_key() -> None:
         build_config(VUDGConfig, None, (), ["annotation.generator_error=1.5"])
     with pytest.raises(ConfigError, match="compare"):
         build_config(VUDGConfig, None, (), ["compare=[lodo]"])
+
+
+def test_seed_rows_give_paired_intervals_and_the_chance_flag() -> None:
+    """Per-type intervals over seeds against chance 1/6, and protocol differences paired
+    over seeds: the seeds move both protocols together here, so only pairing separates them."""
+    from rayworks.pipelines.vudg.report import seed_rows
+    from rayworks.platform.stats import mean_ci
+
+    types = ("action", "attribute", "object", "temporal")
+    summaries = []
+    for shift in (0.0, 0.1, 0.2):  # a seed effect shared by every protocol
+        s = {f"{p}_accuracy": 0.3 + shift + d for p, d in (("lodo", 0.02), ("all", 0.05))}
+        s["single_accuracy"] = 0.2 + shift
+        for t in types:
+            s[f"acc_{t}"], s[f"all_acc_{t}"] = 0.17 + shift / 10, 0.4 + shift
+            s[f"single_acc_{t}"] = 0.16 + shift
+        summaries.append(s)
+    rows = {(r["metric"], r["what"]): r for r in seed_rows(summaries)}
+    lodo = rows["accuracy", "lodo"]
+    assert (lodo["mean"], lodo["lo"], lodo["hi"]) == mean_ci([0.32, 0.42, 0.52])
+    diff = rows["accuracy", "lodo - all"]
+    assert abs(diff["mean"] + 0.03) < 1e-12 and diff["excludes_0"]  # unpaired: overlapping
+    assert rows["accuracy", "lodo - single"]["excludes_0"]  # a constant 0.12 gap
+    assert rows["acc_attribute", "all"]["above_chance"]
+    assert not rows["acc_action", "lodo"]["above_chance"]  # 0.17-0.19: interval reaches 1/6
+    assert len(rows) == 5 * 6
