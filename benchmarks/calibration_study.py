@@ -84,6 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--split", default="test", choices=["val", "test"], help="questions (val: for knobs)"
     )
+    p.add_argument(
+        "--jobs", type=int, default=1, help="parallel processes over (seed, direct | cot arms)"
+    )
     p.add_argument("--tag", default="", help="prefix of the diagram names (calibration_<tag>..)")
     args = p.parse_args(argv)
     args.seed_list = [int(s) for s in str(args.seeds).split(",")]
@@ -302,19 +305,26 @@ def across_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+DIRECT_ARMS = ("oracle", "base", "base_T0.5", "sft_cont", "grpo")
+
+
+def run_seed(
+    seed: int, args: argparse.Namespace, group: str = "all"
+) -> tuple[list[dict[str, Any]], dict[tuple[str, int], list[dict]], dict[str, float]]:
+    """The arms of one training seed: (metric rows, per-question records, timings);
+    `group` "direct" runs the direct-answer arms only, "cot" the CoT arm only."""
     import torch
 
     torch.set_num_threads(1)
-    args = parse_args(argv)
-    args.runs_dir = str(Path(args.runs_dir).resolve())  # Ray workers run in other folders
     arms = args.arms.split(",")
+    if group != "all":
+        arms = run_seed_arms(args, group)
     direct, cot = args.task, args.cot_task
     rows: list[dict[str, Any]] = []
     records: dict[tuple[str, int], list[dict]] = {}
     timings: dict[str, float] = {}
 
-    def run_arm(name: str, task: str, model: Path | None, seed: int, temp: float = 1.0) -> None:
+    def run_arm(name: str, task: str, model: Path | None, temp: float = 1.0) -> None:
         started = time.perf_counter()
         metrics, recs = evaluate_arm(name, task, model, args, temp, seed)
         rows.append({"arm": name, "seed": seed, "task": task, **metrics})
@@ -329,28 +339,63 @@ def main(argv: list[str] | None = None) -> int:
     def timed(label: str, fn: Any, *a: Any) -> Any:
         started = time.perf_counter()
         out = fn(*a)
-        timings[label] = time.perf_counter() - started
-        print(f"[{label}] {timings[label]:.0f}s", flush=True)
+        timings[f"{label}_s{seed}"] = time.perf_counter() - started
+        print(f"[{label} s{seed}] {timings[f'{label}_s{seed}']:.0f}s", flush=True)
         return out
 
-    for seed in args.seed_list:
-        if "oracle" in arms:
-            run_arm("oracle", direct, None, seed)
-        if set(arms) & {"base", "base_T0.5", "sft_cont", "grpo"}:
-            base = timed(f"sft_base_s{seed}", base_policy, direct, args, seed)
-            if "base" in arms:
-                run_arm("base", direct, base, seed)
-            if "base_T0.5" in arms:
-                run_arm("base_T0.5", direct, base, seed, 0.5)
-            if "sft_cont" in arms:
-                cont = timed(f"sft_cont_s{seed}", sft_continuation, base, direct, args, seed)
-                run_arm("sft_cont", direct, cont, seed)
-            if "grpo" in arms:
-                rl_model, summary = timed(f"grpo_s{seed}", grpo_policy, direct, args, seed)
-                run_arm("grpo", direct, rl_model, seed)
-                rows[-1]["rl_test_accuracy"] = summary.get("test_accuracy")
-        if "cot_base" in arms:
-            run_arm("cot_base", cot, timed(f"sft_cot_s{seed}", base_policy, cot, args, seed), seed)
+    if "oracle" in arms:
+        run_arm("oracle", direct, None)
+    if set(arms) & {"base", "base_T0.5", "sft_cont", "grpo"}:
+        base = timed("sft_base", base_policy, direct, args, seed)
+        if "base" in arms:
+            run_arm("base", direct, base)
+        if "base_T0.5" in arms:
+            run_arm("base_T0.5", direct, base, 0.5)
+        if "sft_cont" in arms:
+            run_arm(
+                "sft_cont", direct, timed("sft_cont", sft_continuation, base, direct, args, seed)
+            )
+        if "grpo" in arms:
+            rl_model, summary = timed("grpo", grpo_policy, direct, args, seed)
+            run_arm("grpo", direct, rl_model)
+            rows[-1]["rl_test_accuracy"] = summary.get("test_accuracy")
+    if "cot_base" in arms:
+        run_arm("cot_base", cot, timed("sft_cot", base_policy, cot, args, seed))
+    return rows, records, timings
+
+
+def run_seed_arms(args: argparse.Namespace, group: str) -> list[str]:
+    """The arms of `--arms` that `run_seed(..., group)` runs."""
+    return [a for a in args.arms.split(",") if (a in DIRECT_ARMS) == (group == "direct")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.runs_dir = str(Path(args.runs_dir).resolve())  # Ray workers run in other folders
+    rows: list[dict[str, Any]] = []
+    records: dict[tuple[str, int], list[dict]] = {}
+    timings: dict[str, float] = {}
+    if args.jobs > 1:  # (seed, direct | cot) units in parallel processes, single-threaded
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        groups = [g for g in ("direct", "cot") if run_seed_arms(args, g)]
+        units = [(seed, g) for seed in args.seed_list for g in groups]
+        ctx = mp.get_context("spawn")
+        with ProcessPoolExecutor(min(args.jobs, len(units)), mp_context=ctx) as pool:
+            parts = list(
+                pool.map(
+                    run_seed, [u[0] for u in units], [args] * len(units), [u[1] for u in units]
+                )
+            )
+    else:
+        parts = [run_seed(seed, args) for seed in args.seed_list]
+    for seed_rows, seed_records, seed_timings in parts:
+        rows += seed_rows
+        records.update(seed_records)
+        timings.update(seed_timings)
+    order = args.arms.split(",")
+    rows.sort(key=lambda r: (order.index(r["arm"]), r["seed"]))
     for row in rows:
         if row["arm"] != "base" and ("base", row["seed"]) in records:
             recs, base_recs = records[row["arm"], row["seed"]], records["base", row["seed"]]
