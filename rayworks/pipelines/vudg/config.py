@@ -88,7 +88,7 @@ class ModelConfig(Config):
     width: int = Field(24, ge=4, le=256, description="conv channels (last layer 2x); Tune knob")
     hidden: int = Field(64, ge=8, le=1024, description="GRU / option embedding width")
     epochs: int = Field(
-        16, ge=1, description="passes over the training clips (validation split, budget cap)"
+        8, ge=1, description="passes over the training clips (validation split, budget cap)"
     )
     batch_size: int = Field(16, ge=1, description="clips per step (all their questions)")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
