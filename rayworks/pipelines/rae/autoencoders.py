@@ -1,9 +1,12 @@
 """The stage-1 models of RAE at digits scale (RAE §3; CPU recipe reconstructed):
 
 - the frozen representation encoder: the tiny ViT of `rayworks.models.vit` (patch 4 on
-  16 x 16 → 16 tokens of width n = 64), trained with MAE (75% masking, objective (b) of our
-  recipe, not (a) supervised CE + contrastive); `encode_tokens` returns its normalised
-  patch tokens [B, 16, 64];
+  16 x 16 → 16 tokens of width n = 64), trained with objective (a) of our recipe by
+  default, supervised cross-entropy plus a SimCLR-style contrastive term between two
+  augmented views (`supcon_loss`), so that its latent is a semantic representation as the
+  paper's DINOv2 / SigLIP encoders are; objective (b), MAE with 75% masking (`mae_loss`),
+  is kept as `encoder.objective=mae`. `encode_tokens` returns its normalised patch tokens
+  [B, 16, 64];
 - `RAEDecoder`: a ViT decoder (blocks of `rayworks.models.vit`, hidden size = latent dim)
   from tokens to 4 x 4 pixel patches, trained with L1 + 0.1 MSE (no LPIPS / GAN) and the
   paper's noise augmentation z ← z + sigma n, sigma ~ U(0, τ) per sample (τ = 0.8);
@@ -84,6 +87,43 @@ def mae_loss(
     masked = torch.ones(b, t, dtype=torch.bool)
     masked[torch.arange(b)[:, None], keep] = False
     return ((pred - target) ** 2)[masked].mean()
+
+
+class SupConHeads(nn.Module):
+    """Heads of the supervised objective on the encoder's mean-pooled tokens: a linear
+    classifier (cross-entropy) and SimCLR's 2-layer projection (the contrastive term).
+    Both are dropped after training; only the encoder is kept and frozen."""
+
+    def __init__(self, n: int, proj_dim: int, classes: int = 10) -> None:
+        super().__init__()
+        self.cls = nn.Linear(n, classes)
+        self.proj = nn.Sequential(nn.Linear(n, n), nn.ReLU(), nn.Linear(n, proj_dim))
+
+
+def nt_xent(a: Tensor, b: Tensor, temperature: float) -> Tensor:
+    """SimCLR's NT-Xent over the 2B views [B, D] x 2: each view's positive is the other view
+    of its image, the remaining 2B - 2 views are its negatives (cosine similarity / t)."""
+    z = nn.functional.normalize(torch.cat([a, b]), dim=1)
+    sim = (z @ z.T) / temperature
+    sim = sim.masked_fill(torch.eye(len(z), dtype=torch.bool), float("-inf"))
+    n = a.shape[0]
+    target = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)])
+    return nn.functional.cross_entropy(sim, target)
+
+
+def supcon_loss(
+    vit: ViT,
+    heads: SupConHeads,
+    views: tuple[Tensor, Tensor],
+    labels: Tensor,
+    weight: float,
+    temperature: float,
+) -> Tensor:
+    """Objective (a): mean over both views of CE(classifier(pool(tokens)), label) plus
+    `weight` x NT-Xent between the views' projections (pool = mean over patch tokens)."""
+    pooled = [encode_tokens(vit, v).mean(1) for v in views]
+    ce = sum(nn.functional.cross_entropy(heads.cls(p), labels) for p in pooled) / 2
+    return ce + weight * nt_xent(heads.proj(pooled[0]), heads.proj(pooled[1]), temperature)
 
 
 def reconstruction_loss(recon: Tensor, images: Tensor, mse_weight: float) -> Tensor:

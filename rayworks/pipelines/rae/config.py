@@ -29,15 +29,24 @@ class DataConfig(Config):
 
 
 class EncoderConfig(Config):
-    """Representation encoder: ViT-tiny (rayworks.models.vit) trained with MAE, then frozen."""
+    """Representation encoder: ViT-tiny (rayworks.models.vit) trained with objective (a)
+    supervised CE + contrastive (`supcon`, default) or (b) MAE (`mae`), then frozen."""
 
+    objective: Literal["supcon", "mae"] = Field(
+        "supcon", description="supcon: CE + SimCLR contrastive (recipe (a)); mae: recipe (b)"
+    )
+    contrastive_weight: float = Field(
+        1.0, ge=0, description="supcon: weight of NT-Xent next to CE (reconstructed)"
+    )
+    temperature: float = Field(0.2, gt=0, description="supcon: NT-Xent temperature (SimCLR)")
+    proj_dim: int = Field(64, ge=2, description="supcon: projection head output width")
     width: int = Field(64, ge=8, description="token dimension n (recipe: 64)")
     depth: int = Field(4, ge=1, description="encoder blocks (recipe: 4)")
     heads: int = Field(4, ge=1, description="attention heads")
     mask_ratio: float = Field(0.75, gt=0, lt=1, description="MAE masking (recipe: 75%)")
     mae_decoder_width: int = Field(32, ge=8, description="MAE decoder width (reconstructed)")
     mae_decoder_depth: int = Field(2, ge=1, description="MAE decoder blocks (reconstructed)")
-    steps: int = Field(400, ge=1, description="MAE steps (scaled; ≈ 36 epochs)")
+    steps: int = Field(400, ge=1, description="encoder steps (scaled; ≈ 36 epochs)")
     batch: int = Field(128, ge=2, description="batch size")
     lr: float = Field(1e-3, gt=0, description="AdamW lr (reconstructed)")
 
@@ -98,6 +107,11 @@ class DiffusionConfig(Config):
     class_dropout: float = Field(0.1, ge=0, lt=1, description="label dropout (paper: 0.1)")
     sample_steps: int = Field(50, ge=1, description="Euler steps (paper: 50)")
     n_samples: int = Field(300, ge=20, description="generated samples for gFD (recipe: 1000)")
+    fd_reference: Literal["heldout", "train"] = Field(
+        "heldout",
+        description="gFD / rFD against the held-out test images (heldout) or the training "
+        "images the DiT and decoder saw (train: the earlier runs)",
+    )
     curve_at: list[float] = Field(
         default_factory=lambda: [0.5],
         description="extra gFD evaluations at these fractions of training (convergence)",

@@ -1,14 +1,16 @@
 """`rayworks run rae` / `rayworks bench rae`: Diffusion Transformers with Representation
 Autoencoders at digits scale (`docs/rae.md`; CPU recipe reconstructed).
 
-One run: stage 1 fans out the MAE encoder (then frozen), the conv AE and the evaluation
+One run: stage 1 fans out the representation encoder (supervised CE + contrastive, or
+MAE; then frozen), the conv AE and the evaluation
 classifier (each trained once per bench, cached); the latents are normalised elementwise
 with training-set stats; stage 2 fans out the RAE decoder (noise τ), the run's DiT arm
 (`rae`: DiT^DH on RAE latents; `dit`: plain DiT d = 96; `convae`: DiT^DH on conv-AE latents)
 and, in the method run, the extras E2 (same DiT with the shift off) and E1 (single-image
 overfit per width vs Theorem 1's bound). Samples are decoded and scored by the classifier:
-gFD (headline, Fréchet distance of its penultimate features against the training images),
-sample class accuracy, rFD of reconstructions. Artifacts: `table.jsonl`, `table.md`,
+gFD (headline, Fréchet distance of its penultimate features against the held-out test
+images; `diffusion.fd_reference=train` for the training images), sample class accuracy,
+rFD of the test images' reconstructions. Artifacts: `table.jsonl`, `table.md`,
 `samples.png`, `loss_curves.png`, `width_overfit.png`.
 """
 
@@ -145,8 +147,9 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     clf = DigitClassifier(feature_dim=cfg.classifier.feature_dim)
     clf.load_state_dict(clf_t["model"])
     clf.eval()
-    with torch.no_grad():
-        reference = clf.features(to_signed(x)).double().numpy()
+    held_out = cfg.diffusion.fd_reference == "heldout"
+    with torch.no_grad():  # the FD reference: images no model of the run was trained on
+        reference = clf.features(to_signed(tx if held_out else x)).double().numpy()
     if latent == "rae":
         dec = make_decoder(dump)
         dec.load_state_dict(next(r for r in out if r["kind"] == "decoder")["model"])
@@ -203,6 +206,7 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
         "probe_acc_encoder_pooled": enc_t["probe_acc_pooled"],
         "probe_acc_convae": ae_t["probe_acc"],
         "classifier_test_acc": clf_t["test_acc"],
+        "fd_reference_images": float(len(reference)),
     }
     for s, v in gfd_curves[cfg.arm][:-1]:
         summary[f"gfd_step{s}"] = v
@@ -260,5 +264,5 @@ def run_rae(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
     report=REPORT,
 )
 def run(cfg: RAEConfig, ctx: RunContext) -> dict[str, float]:
-    """DiT^DH on frozen-representation (MAE ViT) latents with shift and noisy decoder (RAE)."""
+    """DiT^DH on frozen-representation (ViT) latents with shift and noisy decoder (RAE)."""
     return run_rae(cfg, ctx)

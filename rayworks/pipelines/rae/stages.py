@@ -2,7 +2,7 @@
 task and that caches its result under the bench's cache (so every arm of one bench trains
 the encoder, conv AE, classifier, decoders and identical DiTs once):
 
-stage 1 `encoder_piece` (MAE ViT + linear probe), `convae_piece` (+ probe),
+stage 1 `encoder_piece` (ViT by CE + contrastive or MAE, + linear probe), `convae_piece` (+ probe),
 `classifier_piece`; stage 2 `decoder_piece` (τ), `dit_piece` (flow matching + Euler
 samples at the curve points) and `width_piece` (E1 single-image overfit vs the bound).
 Arguments are plain dicts (config dumps) and tensors; every random draw is seeded.
@@ -22,11 +22,13 @@ from rayworks.models.vit import ViT, ViTSpec
 from rayworks.pipelines.rae.autoencoders import (
     ConvAE,
     RAEDecoder,
+    SupConHeads,
     TokenDecoder,
     encode_tokens,
     mae_loss,
     noise_augment,
     reconstruction_loss,
+    supcon_loss,
 )
 from rayworks.pipelines.rae.dit import DiT, DiTSpec, forward_flops
 from rayworks.pipelines.rae.evaluator import DigitClassifier, linear_probe
@@ -88,29 +90,44 @@ def tokens_of(vit: ViT, x01: Tensor) -> Tensor:
 
 
 def encoder_piece(cfg: dict, seed: int, cache: str, ckpt_dir: str | None) -> dict[str, Any]:
-    """MAE-train the ViT encoder (then frozen); linear probes on its flattened latent (the
-    protocol of the conv AE) and on its mean-pooled tokens (MAE's usual probe)."""
+    """Train the ViT encoder with `encoder.objective` (then frozen): supervised CE +
+    contrastive on two augmented views (`supcon_loss`), or MAE (`mae_loss`); linear probes
+    on its flattened latent (the protocol of the conv AE) and on its mean-pooled tokens."""
     enc, data = cfg["encoder"], cfg["data"]
 
     def build() -> dict[str, Any]:
         torch.manual_seed(seed)
         x, y, tx, ty = load_images(data["max_train"])
         vit = ViT(encoder_spec(enc))
-        dec = TokenDecoder(
-            enc["width"],
-            enc["mae_decoder_width"],
-            enc["mae_decoder_depth"],
-            4,
-            vit.spec.n_patches,
-            vit.spec.patch_size,
-        )
+        if enc["objective"] == "supcon":
+            heads: torch.nn.Module = SupConHeads(enc["width"], enc["proj_dim"])
 
-        def loss_at(_step: int, gen: torch.Generator) -> Tensor:
-            batch = to_signed(augment(x[_batch(len(y), enc["batch"], gen)], AUG, gen))
-            return mae_loss(vit, dec, batch, enc["mask_ratio"], gen)
+            def loss_at(_step: int, gen: torch.Generator) -> Tensor:
+                idx = _batch(len(y), enc["batch"], gen)
+                views = (
+                    to_signed(augment(x[idx], CLF_AUG, gen)),
+                    to_signed(augment(x[idx], CLF_AUG, gen)),
+                )
+                return supcon_loss(
+                    vit, heads, views, y[idx], enc["contrastive_weight"], enc["temperature"]
+                )
+
+        else:
+            heads = TokenDecoder(
+                enc["width"],
+                enc["mae_decoder_width"],
+                enc["mae_decoder_depth"],
+                4,
+                vit.spec.n_patches,
+                vit.spec.patch_size,
+            )
+
+            def loss_at(_step: int, gen: torch.Generator) -> Tensor:
+                batch = to_signed(augment(x[_batch(len(y), enc["batch"], gen)], AUG, gen))
+                return mae_loss(vit, heads, batch, enc["mask_ratio"], gen)
 
         root = _root(ckpt_dir, "encoder")
-        losses = fit({"vit": vit, "dec": dec}, loss_at, enc["steps"], enc["lr"], seed, root)
+        losses = fit({"vit": vit, "dec": heads}, loss_at, enc["steps"], enc["lr"], seed, root)
         _done(root)
         vit.eval()
         z, tz = tokens_of(vit, x), tokens_of(vit, tx)

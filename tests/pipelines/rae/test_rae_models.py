@@ -12,9 +12,12 @@ from rayworks.models.vit import ViT
 from rayworks.pipelines.rae.autoencoders import (
     ConvAE,
     RAEDecoder,
+    SupConHeads,
     encode_tokens,
     noise_augment,
+    nt_xent,
     patchify,
+    supcon_loss,
     unpatchify,
 )
 from rayworks.pipelines.rae.config import RAEConfig
@@ -157,3 +160,44 @@ def test_bad_config_names_the_key() -> None:
     with pytest.raises(ValidationError, match=r"width\.widths"):
         RAEConfig.model_validate({"width": {"widths": [10]}})
     RAEConfig.model_validate(RAEConfig.presets["smoke"])
+
+
+def test_nt_xent_prefers_the_other_view_of_the_same_image() -> None:
+    """Views paired with their own image's other view score lower than the same views
+    paired with another image's (the positive is index i <-> i + B, as in SimCLR)."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 16, generator=gen)
+    b = a + 0.1 * torch.randn(8, 16, generator=gen)
+    matched, shuffled = nt_xent(a, b, 0.2), nt_xent(a, b.roll(1, 0), 0.2)
+    assert matched < 0.2 < shuffled  # near 0 when each view is closest to its pair
+    # two images, exact closed form: positives at cos 1, negatives at cos 0 (orthogonal)
+    e = torch.eye(2)
+    expected = -torch.log(torch.exp(torch.tensor(5.0)) / (torch.exp(torch.tensor(5.0)) + 2))
+    assert torch.isclose(nt_xent(e, e, 0.2), expected, atol=1e-6)
+
+
+def test_supcon_objective_trains_the_encoder_towards_the_labels() -> None:
+    """A few steps of CE + contrastive on a tiny encoder lower the loss, and every encoder
+    parameter behind the patch tokens gets a gradient (the heads are not the only thing
+    learning; the ViT's own classification `head` is unused by RAE)."""
+    torch.manual_seed(0)
+    cfg = RAEConfig(encoder={"depth": 1, "width": 16, "heads": 2}, decoder={"heads": 2})
+    vit = ViT(encoder_spec(cfg.encoder.model_dump()))
+    heads = SupConHeads(16, 8)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(32, 1, 16, 16, generator=gen) * 2 - 1
+    y = torch.arange(32) % 4
+    x = x + y[:, None, None, None].float()  # a class signal to learn
+    views = (x, x + 0.05 * torch.randn(x.shape, generator=gen))
+    opt = torch.optim.Adam([*vit.parameters(), *heads.parameters()], lr=3e-3)
+    losses = []
+    for step in range(30):
+        loss = supcon_loss(vit, heads, views, y, 1.0, 0.2)
+        opt.zero_grad()
+        loss.backward()
+        if step == 0:
+            body = [p for n, p in vit.named_parameters() if not n.startswith("head.")]
+            assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in body)
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.5 * losses[0]

@@ -14,6 +14,7 @@ def test_smoke_run_through_cli(smoke_run) -> None:
     )
     assert summary["alpha"] == 4.0 and summary["e2_gfd_noshift"] >= 0
     assert summary["gfd"] >= 0 and 0 <= summary["gacc"] <= 1 and summary["rfd"] >= 0
+    assert summary["fd_reference_images"] == 359  # the held-out test images, not the 300 trained on
     assert summary["pass_rule"] in (0.0, 1.0)
     assert summary["e1_bound_d64"] == 0.0 and summary["e1_bound_d16"] > 0.5
     assert summary["flops_per_forward"] > summary["flops_plain_dit"] > 0
