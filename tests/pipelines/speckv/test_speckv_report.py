@@ -49,3 +49,29 @@ def test_agreement_with_the_full_cache_is_reported_apart_from_accuracy() -> None
     assert out["agree_diff_c16"] == pytest.approx(0.5)
     rows = {r["row"]: r for r in table_rows(results)}
     assert rows["full"]["agree"] == 1.0 and rows["snapkv"]["agree"] == 0.5
+
+
+def _ordered(n: int, above_oracle: int) -> list[PromptResult]:
+    """n prompts where SpecKV beats SnapKV; SpecKV is right on `above_oracle` prompts where
+    the oracle is wrong, and the oracle is right wherever SpecKV is otherwise."""
+    results = []
+    for i in range(n):
+        r = _result(True, True, i % 2 == 0, (0.9, 0.5 + 0.001 * i))
+        if i < above_oracle:
+            for c in (8, 16, 32, 64):
+                r.outcomes[("oracle", c)] = Outcome(False, 0.9, 10.0)
+        results.append(r)
+    return results
+
+
+def test_speckv_above_the_oracle_fails_only_when_the_interval_says_so() -> None:
+    """One prompt of 300 above the oracle is noise (the point comparison failed on it); a
+    third of the prompts above it is a contradiction of SpecKV <= oracle."""
+    cfg = SpecKVConfig()
+    one = paired_summary(_ordered(300, 1), cfg)
+    assert one["acc_speckv_c16"] > one["acc_oracle_c16"]  # the point comparison would fail
+    assert one["speckv_minus_oracle_lo_c16"] <= 0 <= one["speckv_minus_oracle_hi_c16"]
+    assert one["pass_rule"] == 1.0
+    many = paired_summary(_ordered(300, 100), cfg)
+    assert many["speckv_minus_oracle_lo_c16"] > 0
+    assert many["pass_rule"] == 0.0
