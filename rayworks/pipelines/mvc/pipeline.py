@@ -8,10 +8,13 @@ decoder and CTC recognizer (`shared.py`, two parallel pieces), then fan out ever
 the method run, the encoder scaling pieces (`scaling.py`); finally the streaming check
 (chunked causal encoder = full causal run). Ablations (c) no gates and (d) no AdaLN are
 bench arms `mvc[nogate]`, `mvc[noadaln]`. Artifacts: `table.jsonl`, `table.md`,
-`loss_curves.png`, `scaling.png`, `samples/*.wav`. `mvc_attn` is declared in-run: the
-method run trains it under the same fixed decoder and recognizer for the parity pass rule,
-so bench reads its row from the method's summary (`attn_` keys) instead of training it
-twice.
+`loss_curves.png`, `scaling.png`, `samples/*.wav`. `mvc_attn` and `mvc_meanprosody` (the
+floor of the stack: flat per-utterance prosody from the style alone) are declared in-run:
+the method run trains both under the same fixed decoder and recognizer for its pass rule
+(parity on MCD above the decoder floor, `report.pass_rule`), so bench reads their rows from
+the method's summary (`attn_` / `meanprosody_` keys) instead of training them twice.
+Every arm's summary holds `mcd_above_floor` (MCD minus the decoder on ground-truth
+features) and, beside a mean-prosody arm, `gain_vs_meanprosody`.
 """
 
 from __future__ import annotations
