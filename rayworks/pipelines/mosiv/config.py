@@ -3,10 +3,10 @@ its baselines `mosiv_scenewise`, `mosiv_prototype`, `mosiv_prototype_oracle`
 (`docs/mosiv.md`).
 
     rayworks run mosiv --preset smoke
-    rayworks bench mosiv --preset default --seeds 1
+    rayworks bench mosiv --preset default --seeds 3
 
 Our 2D CPU recipe is itself reconstructed from the paper's setup; the defaults here scale it
-down further to fit a ~10-minute bench on a loaded 2-core machine. Every reduction is a key
+down further to fit a bench of ≈ 12 minutes per seed on a loaded 2-core machine. Every reduction is a key
 below, with the recipe's value ("recipe") and, where known, the paper's in its description.
 """
 

@@ -4,7 +4,7 @@ differentiable MPM with the geometry-aligned, object-wise loss of Eq. 3, and the
 that share this file's loss: the scene-wise loss and discrete prototype selection.
 
 1. Velocity stage (step 5, reconstructed): a ballistic least-squares fit of each object's
-   observed centroid over the first `velocity_frames` frames (before contact) replaces the
+   observed centroid over the first `velocity_frames` frames (mostly before contact) replaces the
    paper's 80 Adam iterations; the method then refines v0 jointly with θ.
 2. Parameters per object k (never shared): log E, nu = 0.45·sigmoid(a), log τ_Y (plasticine),
    θ_fric = 10° + 40°·sigmoid(b) (sand), floor µ_k = sigmoid(c). The constitutive family comes from
