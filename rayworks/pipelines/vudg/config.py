@@ -4,7 +4,7 @@ our "VUDG-mini" CPU recipe (reconstructed throughout; `docs/vudg.md`), its value
 "recipe" in the descriptions.
 
     rayworks run vudg --preset smoke
-    rayworks bench vudg --preset default --seeds 1
+    rayworks bench vudg --preset default --seeds 3
 
 The bench compares protocols, not models: every arm trains the same small video QA model
 on the same procedurally generated VUDG-mini data; only the training domains differ.
