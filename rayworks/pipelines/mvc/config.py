@@ -2,7 +2,7 @@
 (attention/LSTM stack, StyleTTS2-like); user's guide: `docs/mvc.md`.
 
     rayworks run mvc --preset smoke
-    rayworks bench mvc --preset default --seeds 1
+    rayworks bench mvc --preset default --seeds 3
 
 Every arm trains its conditioning stack under one fixed decoder (pretrained once on
 ground-truth features and frozen, cached with the corpus). Values follow our CPU
