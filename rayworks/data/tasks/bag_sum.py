@@ -27,9 +27,10 @@ the paper's premise for the chain-of-thought prediction — the model cannot kno
 distribution before the trace ends (`answer_law(..., prefix=...)` gives the law at every
 point of the trace).
 
-Bags (reconstructed, chosen so that the top-class share of p* spreads over 0.2-1 at
-4 steps instead of collapsing to uniform): 15% one-value bags (deterministic answers),
-otherwise a main value 2-9 times plus 1-2 tiles of uniformly random values.
+Bags (reconstructed, chosen so that the top-class share of p* spreads over 0.2-0.7 at
+4 steps instead of collapsing to uniform): 15% one-value bags (deterministic answers; few
+distinct prompts, so rare among distinct held-out questions), otherwise a main value 2-9
+times plus 1-2 tiles of uniformly random values.
 """
 
 from __future__ import annotations
