@@ -13,17 +13,12 @@ wall-clock speedups over vanilla+ET (`rayworks/pipelines/dpad/report.py:seed_row
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-import yaml
+from seed_runs import completed_runs
 
 from rayworks.pipelines.dpad.report import SEED_COLUMNS, seed_rows
 from rayworks.platform.tables import write_table
-
-
-def _config(run: Path) -> dict:
-    return yaml.safe_load((run / "config.yaml").read_text())
 
 
 def main() -> None:
@@ -31,15 +26,9 @@ def main() -> None:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("runs", type=Path, nargs="+")
     args = parser.parse_args()
-    runs = []
-    for run in args.runs:
-        runs += sorted(run.glob("runs/dpad/*")) if (run / "runs").is_dir() else [run]
-    runs = [r for r in runs if (r / "summary.json").is_file()]
-    summaries = [json.loads((r / "summary.json").read_text()) for r in runs]
-    done = [(r, s) for r, s in zip(runs, summaries, strict=True) if s.get("status") == "completed"]
-    if not done:
-        raise SystemExit("no completed dpad run among the given folders")
-    configs = [_config(r) for r, _ in done]
+    found = completed_runs(args.runs, "dpad")
+    done = [(r, s) for r, s, _ in found]
+    configs = [c for _, _, c in found]
     seeds = [c.pop("seed") for c in configs]
     for c in configs:
         c.pop("num_threads", None)

@@ -19,8 +19,8 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
 from scipy.stats import binomtest
+from seed_runs import completed_runs
 
 from rayworks.pipelines.vudg.annotate import TYPES
 from rayworks.pipelines.vudg.report import SEED_COLUMNS, seed_rows
@@ -32,15 +32,9 @@ def main() -> None:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("runs", type=Path, nargs="+")
     args = parser.parse_args()
-    runs = []
-    for run in args.runs:
-        runs += sorted(run.glob("runs/vudg/*")) if (run / "runs").is_dir() else [run]
-    runs = [r for r in runs if (r / "summary.json").is_file()]
-    pairs = [(r, json.loads((r / "summary.json").read_text())) for r in runs]
-    pairs = [(r, s) for r, s in pairs if s.get("status", "completed") == "completed"]
-    if not pairs:
-        raise SystemExit(f"no completed vudg run under {[str(r) for r in args.runs]}")
-    seeds = [yaml.safe_load((r / "config.yaml").read_text()).get("seed") for r, _ in pairs]
+    found = completed_runs(args.runs, "vudg")
+    pairs = [(r, s) for r, s, _ in found]
+    seeds = [c.get("seed") for _, _, c in found]
     done = [s for _, s in pairs]
     pooled = []
     for (run, _), seed in zip(pairs, seeds, strict=True):
