@@ -250,11 +250,11 @@ def test_killed_replica_is_replaced_and_the_request_in_flight_is_sent_again(serv
     assert len(resp.json()["choices"][0]["text"]) > 0
     names = [r["name"] for r in replicas()]
     assert len(names) == 1 and names != [victim["name"]]
-    retries = serve_handle_retries()
+    retries = front_retries()
     assert retries >= 1
 
 
-def serve_handle_retries() -> int:
+def front_retries() -> int:
     import ray
 
     return ray.get(find_front().retries.remote(), timeout=30)
