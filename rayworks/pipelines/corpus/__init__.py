@@ -1,7 +1,7 @@
-"""Common Corpus curation on Ray Data; `docs/corpus.md` is the user's guide.
+"""Common Corpus curation on Ray; `docs/corpus.md` is the user's guide.
 
 - `step`: the contract every step follows (score columns, first-reason-wins `drop_reason`).
-- Steps (pure Python, no Ray; the runner builds them once per actor):
+- Steps (pure Python, no Ray; each worker builds them once, `score_unit.worker_chain`):
   - `normalize`, `language` (py3langid, model inside the wheel);
   - `quality` (Gopher quality and repetition, C4, an OCRoscope-style consistency score);
   - `code_quality`, `toxicity` (word lists shipped in `wordlists/`), `pii_step` over `pii`;
@@ -12,7 +12,8 @@
   text/HTML folders and code trees; per-row rejects), `sources` (a real corpus from
   installed Python packages and Debian docs).
 - Running: `config` (`CorpusConfig`), `units` (resumable units of input files), `runner`
-  (the Ray Data wiring, exact dedup, writers, reconciled counters), `datasheet` (md and
+  (the wiring: scoring, dedup, the final pass, reconciled counters; its executions are
+  Ray tasks, `fanout`), `datasheet` (md and
   html with plots), `pipeline` (`rayworks run|bench corpus`) and `datatrove_peer` (the
   baseline `corpus_datatrove`: DataTrove on the same files).
 """

@@ -8,15 +8,11 @@ nodes of one CPU each, every node its own raylet and object store), runs
 `rayworks run corpus --preset smoke --set OVERRIDE...` against it through `launch.run`
 (as `--address` does), shuts the cluster down (also when the run fails) and writes
 `--result`: the run's folder and summary, the node ids, and the node each unit was scored
-on. The test (`tests/pipelines/corpus/test_corpus_two_nodes.py`) runs it in a subprocess,
-as the pytest process may already be connected to the session's Ray.
-
-Two things differ from a plain run, neither in what the pipeline writes:
-- the scoring actors are `NodeScoreUnits`, which add the id of their node to each unit's
-  manifest row, so each unit's marker (`work/units/<unit>.json`) says where it was scored;
-- Ray Data waits for the whole scoring pool to be up before it hands out units
-  (`wait_for_min_actors_s`), so with at least as many units as actors every actor, and so
-  every node holding one, scores a unit: otherwise the first actor up may take them all.
+on (every unit's marker, `work/units/<unit>.json`, holds it: `score_unit.NODE_ID`). The
+test (`tests/pipelines/corpus/test_corpus_two_nodes.py`) runs it in a subprocess, as the
+pytest process may already be connected to the session's Ray. Nothing of the run differs
+from a plain one: with `cpus` = 2 and two one-CPU nodes, the first two units go out
+together (`fanout.py`), so each node scores at least one.
 
 Ray's settings come from the environment (the caller sets `RAY_AUTH_MODE`,
 `RAY_AUTH_TOKEN_PATH` and `RAY_TMPDIR` before Ray is imported).
@@ -30,25 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 
-from rayworks.pipelines.corpus import runner
-from rayworks.pipelines.corpus.score_unit import ScoreUnits
-
-NODE_ID = "node_id"
-POOL_WAIT_S = 120
-"""Seconds Ray Data waits for the scoring pool to start before failing the run."""
-
-
-class NodeScoreUnits(ScoreUnits):
-    """`ScoreUnits` that records, in each unit's manifest row, the node that scored it."""
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = super().__call__(batch)
-        node = ray.get_runtime_context().get_node_id()
-        rows = [json.dumps({**json.loads(str(m)), NODE_ID: node}) for m in out["manifest"]]
-        return {"manifest": np.asarray(rows, dtype=object)}
+from rayworks.pipelines.corpus.score_unit import NODE_ID
 
 
 def unit_nodes(run_dir: Path) -> dict[str, str | None]:
@@ -65,12 +45,6 @@ def run_on_cluster(
 
     from rayworks.platform import launch
 
-    if runner.ScoreUnits is not ScoreUnits:  # the runner no longer scores with ScoreUnits
-        raise RuntimeError(f"runner.ScoreUnits is {runner.ScoreUnits!r}, not ScoreUnits")
-    runner.ScoreUnits = NodeScoreUnits
-    data = ray.data.DataContext.get_current()
-    data.wait_for_min_actors_s = POOL_WAIT_S
-    data.enable_progress_bars = False
     head_args = {"num_cpus": head_cpus, "temp_dir": str(temp_dir), "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args=head_args)
     head = cluster.head_node.node_id
@@ -116,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # the classes the actors unpickle must come from the module, not from `__main__`
+    # what the tasks unpickle must come from the module, not from `__main__`
     from rayworks.pipelines.corpus.cluster_check import main as module_main
 
     sys.exit(module_main())

@@ -104,7 +104,7 @@ class CorpusConfig(PipelineConfig):
         "document that reaches it (null: no cap). 8M chars are within 1% of the held-out "
         "compression of 3x more on the bench corpus (docs/results.md) at a third of the time",
     )
-    cpus: int = Field(2, ge=1, description="CPUs the pipeline's Ray Data stages may use")
+    cpus: int = Field(2, ge=1, description="CPUs the run's Ray tasks may use (tasks in flight)")
     unit_bytes: int = Field(
         4 * 2**20,
         ge=1,

@@ -5,7 +5,7 @@ files*: every live row as one exact-dedup record (its id, hashed) and, with near
 one record per LSH band (`key_records`), split by hash range into `keys-<r>.parquet`. That
 is the map side of a hash shuffle done on files, as datatrove's MinHash stages do, so it
 is written once with the unit and kept by `--resume`. What depends on the whole corpus
-is then done in two Ray Data executions, and the driver holds only what grows with the
+is then done in two executions of Ray tasks (`fanout.py`), and the driver holds only what grows with the
 *duplicates* and the sample, never with the corpus:
 
 1. `find_links`: one task per hash range reads that range's key files of every unit and
@@ -27,18 +27,16 @@ dropped before clustering, which gives the clusters near dedup finds after exact
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import ray
 
+from rayworks.pipelines.corpus.fanout import fan_out
 from rayworks.pipelines.corpus.minhash import band_hashes, is_empty
 from rayworks.pipelines.corpus.neardup import SIGNATURE, Edge, NearDupConfig, decode_signature
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
@@ -167,11 +165,6 @@ def range_links(files: Sequence[str]) -> pa.Table:
     )
 
 
-def _range_links_batch(batch: dict[str, np.ndarray]) -> pa.Table:
-    """map_batches fn: the links of the ranges in `batch` (each a JSON list of files)."""
-    return pa.concat_tables([range_links(json.loads(str(f))) for f in batch["files"]])
-
-
 @dataclass
 class Links:
     """What `find_links` found: later copy -> first copy of every exact duplicate, and the
@@ -182,15 +175,12 @@ class Links:
     driver_bytes: int = 0
 
 
-def find_links(ranges: Sequence[Sequence[str]]) -> Links:
-    """Execution 1 of the global phase: `ranges[r]` are the key files of hash range r."""
-    items = [{"files": json.dumps(list(files))} for files in ranges]
-    ds = ray.data.from_items(items, override_num_blocks=len(items))
+def find_links(ranges: Sequence[Sequence[str]], cpus: int) -> Links:
+    """Execution 1 of the global phase: `ranges[r]` are the key files of hash range r
+    (one task per range, `cpus` at a time)."""
     out = Links()
     near_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    for t in ds.map_batches(_range_links_batch, batch_size=1, batch_format="numpy").iter_batches(
-        batch_format="pyarrow", batch_size=None
-    ):
+    for _, t in fan_out(range_links, [list(files) for files in ranges], cpus):
         out.driver_bytes += t.nbytes
         kind = t["kind"].to_numpy()
         rows, to = t[ROW_ID].to_numpy(), t["to"].to_numpy()
@@ -267,10 +257,6 @@ def fetch_unit(
     )
 
 
-def _fetch_batch(batch: dict[str, np.ndarray], **kwargs: Any) -> pa.Table:
-    return pa.concat_tables([fetch_unit(str(p), **kwargs) for p in batch["path"]])
-
-
 @dataclass
 class Fetched:
     signatures: dict[int, np.ndarray] = field(default_factory=dict)
@@ -280,6 +266,7 @@ class Fetched:
 
 
 def fetch(
+    cpus: int,
     files: list[str],
     ends: set[int],
     later: set[int],
@@ -290,7 +277,8 @@ def fetch(
 ) -> Fetched:
     """Execution 2 of the global phase (see the module docstring): the signatures of the
     rows on near edges, and each unit's `sample_prefix` of the tokenizer sample's
-    candidates (at most `docs` documents and `max_chars` characters that cannot drop)."""
+    candidates (at most `docs` documents and `max_chars` characters that cannot drop);
+    one task per unit, `cpus` at a time."""
     kwargs = {
         "ends": np.fromiter(ends, np.int64, len(ends)),
         "later": np.fromiter(later, np.int64, len(later)),
@@ -299,11 +287,8 @@ def fetch(
         "docs": docs,
         "max_chars": max_chars,
     }
-    ds = ray.data.from_items([{"path": f} for f in files], override_num_blocks=len(files))
     out = Fetched()
-    for t in ds.map_batches(
-        _fetch_batch, fn_kwargs=kwargs, batch_size=1, batch_format="numpy"
-    ).iter_batches(batch_format="pyarrow", batch_size=None):
+    for _, t in fan_out(fetch_unit, files, cpus, **kwargs):
         out.driver_bytes += t.nbytes
         rows, ids = t[ROW_ID].to_pylist(), t["id"].to_pylist()
         for row, doc_id, sig, text in zip(

@@ -1,6 +1,6 @@
 """The final pass of a corpus run (the third execution of the global phase, `dedup.py`).
 
-One task per unit (`cpus` at a time; the tokenizer loaded once per worker): it reads the unit's scored
+One Ray task per unit (`cpus` at a time; the tokenizer loaded once per worker): it reads the unit's scored
 parquet, applies the dedup verdicts (a later exact copy gets `dedup:exact`, a near
 duplicate `dedup:near` and its representative's id in `dedup_near_of`), counts the tokens
 of the kept rows with the run's tokenizer, writes the kept rows to `output/` (partitioned
@@ -22,9 +22,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import ray
 
 from rayworks.pipelines.corpus.dedup import DEDUP_EXACT
+from rayworks.pipelines.corpus.fanout import fan_out
 from rayworks.pipelines.corpus.guard import to_batch
 from rayworks.pipelines.corpus.neardup import DEDUP_NEAR, NEAR_OF, SIGNATURE
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
@@ -142,28 +142,15 @@ def _token_count(path: str) -> TokenCount:
     return TokenCount(path)
 
 
-def _finalize_batch(
-    batch: dict[str, np.ndarray], tokenizer: str | None, **kwargs: Any
-) -> pd.DataFrame:
+def finalize_task(item: tuple[str, str], tokenizer: str | None, **kwargs: Any) -> pd.DataFrame:
+    """The final pass's task (`fanout.fan_out`): `finalize_unit` of `item` = (unit, path)."""
+    unit, path = item
     tokens = _token_count(tokenizer) if tokenizer else None
-    parts = [
-        finalize_unit(str(u), str(p), tokens=tokens, **kwargs)
-        for u, p in zip(batch["unit"], batch["path"], strict=True)
-    ]
-    return merge_stats(parts)
-
-
-@ray.remote(num_cpus=0)
-def warm_worker() -> int:
-    """Import what the global phase's tasks run (Ray Data's task path, pyarrow's parquet
-    and dataset writers, the dedup and tokenizer modules) in an idle worker while the
-    scoring actors work: the global phase then starts on warm workers."""
-    import ray.data._internal.planner.plan_udf_map_op  # noqa: F401
-
-    return os.getpid()
+    return finalize_unit(unit, path, tokens=tokens, **kwargs)
 
 
 def finalize_units(
+    cpus: int,
     units: list[str],
     files: list[str],
     schema: pa.Schema,
@@ -173,17 +160,18 @@ def finalize_units(
     quarantine: Path,
     batch_size: int,
 ) -> list[pd.DataFrame]:
-    """The final pass: one task per unit (`finalize_unit`); returns the stats parts."""
-    items = [{"unit": u, "path": f} for u, f in zip(units, files, strict=True)]
-    kwargs = {
-        "tokenizer": tokenizer,
-        "schema": schema,
-        "verdicts": verdicts,
-        "output": output,
-        "quarantine": quarantine,
-        "batch_size": batch_size,
-    }
-    ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        _finalize_batch, fn_kwargs=kwargs, batch_size=1, batch_format="numpy"
+    """The final pass: one task per unit (`finalize_unit`), `cpus` at a time, in the
+    order given; returns the stats parts."""
+    items = list(zip(units, files, strict=True))
+    parts = fan_out(
+        finalize_task,
+        items,
+        cpus,
+        tokenizer=tokenizer,
+        schema=schema,
+        verdicts=verdicts,
+        output=output,
+        quarantine=quarantine,
+        batch_size=batch_size,
     )
-    return list(ds.iter_batches(batch_format="pandas", batch_size=None))
+    return [part for _, part in parts]

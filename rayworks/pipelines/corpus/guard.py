@@ -10,8 +10,8 @@ and `score_unit` rejects it with that reason. So one pathological document costs
 about three budgets and its own row; every other row of its batch is scored.
 
 Why a process: a Python thread cannot be stopped, and a signal only interrupts the main
-thread, which in a Ray Data actor is not the thread running the task (measured: the UDF
-runs on another thread). A process can be killed whatever it is doing, C code included.
+thread, which in the Ray Data actors that scored before (`fanout.py`) was not the thread
+running the batch (measured: the UDF ran on another thread). A process can be killed whatever it is doing, C code included.
 The child is spawned (a fresh interpreter): forking a Ray worker, which runs threads, can
 deadlock the child. The batches cross a pipe as Arrow tables (a copy per batch, small
 against the scoring, which costs tens of milliseconds per 64 KB document even after the
@@ -73,6 +73,15 @@ class StepsFactory:
         return getattr(importlib.import_module(module), name)(*self.args)
 
 
+def _next(conn: Connection) -> pa.Table | None:
+    """The next table to score; None when the parent says stop or is gone (a worker that
+    Ray stopped closes the pipe: the child then ends quietly instead of with a traceback)."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
 def _child(conn: Connection, current: Any, build: Callable[[], Sequence[Any]]) -> None:
     """The child's loop: build the steps, then score every table sent until None."""
     from rayworks.pipelines.corpus.chain import StepChain
@@ -87,7 +96,7 @@ def _child(conn: Connection, current: Any, build: Callable[[], Sequence[Any]]) -
     def mark(i: int) -> None:
         current.value = i
 
-    while (table := conn.recv()) is not None:
+    while (table := _next(conn)) is not None:
         try:
             out = to_table(chain(to_batch(table), on_step=mark), table.schema)
             conn.send(("ok", out, chain.take_seconds()))

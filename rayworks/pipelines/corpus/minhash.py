@@ -30,8 +30,9 @@ shingles, 14 bands x 8 rows, seed 1: `MinhashConfig` in datatrove's
    union-find gives the duplicate clusters, and each cluster keeps one document chosen by a
    key, so reruns keep the same documents.
 
-This module is the single-process math and reference; `neardup.py` runs the same steps
-over Ray Data (signatures in `map_batches`, buckets by a groupby, clusters on the driver).
+This module is the single-process math and reference; `neardup.py` and `dedup.py` run
+the same steps over Ray (signatures in the scoring tasks, buckets per hash range in the
+global phase's tasks, clusters on the driver).
 It imports no Ray.
 """
 

@@ -32,7 +32,7 @@ redacted, so numbers that only look like PII (dates, invoice ids, version string
 
 Overlapping matches (an IBAN's digits also look like a phone number) are resolved
 deterministically: the longest span wins, then the type order of `PII_TYPES`, then the
-leftmost start. `redact` is pure Python (no Ray) so a Ray Data `map_batches` step can call
+leftmost start. `redact` is pure Python (no Ray) so a scoring step can call
 it per row (`pii_step.py` applies it to the text, the metadata fields and the rejects).
 
 Speed (the same spans as the plain scans, checked by `test_pii.py`): a scan that starts at

@@ -1,8 +1,8 @@
-"""`rayworks run corpus`: Common Corpus curation on Ray Data.
+"""`rayworks run corpus`: Common Corpus curation on Ray.
 
-Kind `job`: the function runs in the driver (`launch.run` calls it in-process), which is
-where a Ray Data pipeline must be planned; its stages reserve their own CPUs, at most
-`cpus` (`CorpusConfig.ray_resources` makes a bench run its arms one after another, so a
+Kind `job`: the function runs in the driver (`launch.run` calls it in-process), which
+submits the run's tasks; they reserve their own CPUs, at most `cpus` at a time
+(`CorpusConfig.ray_resources` makes a bench run its arms one after another, so a
 throughput arm never shares a core with another arm).
 
 `rayworks bench corpus`: docs/s against DataTrove running the equivalent steps on the same
@@ -32,6 +32,6 @@ if TYPE_CHECKING:  # not at run time: it imports torch, which Ray Data workers n
 def run(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     """Curate a corpus: license gate, quality, toxicity, PII, exact and near dedup,
     tokenizer; parquet out, datasheet, reconciled counts; resumable by units."""
-    from rayworks.pipelines.corpus.runner import run_corpus  # Ray Data: only when run
+    from rayworks.pipelines.corpus.runner import run_corpus  # Ray: only when run
 
     return run_corpus(cfg, ctx)

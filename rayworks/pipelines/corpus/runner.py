@@ -1,7 +1,7 @@
 """The corpus runner: the steps of `corpus/` wired into one resumable Ray pipeline.
 
-    scoring, ONE streaming execution (`score_unit.py`): units of input -> a pool of `cpus`
-        actors, each reading, scoring and writing whole units: read -> split rejects ->
+    scoring, ONE execution (`score_unit.py`): units of input -> `cpus` tasks at a time,
+        each reading, scoring and writing a whole unit: read -> split rejects ->
         [normalize -> license gate -> language -> gopher, repetition, c4 (not code) | code
         quality (code only) -> ocr (not code) -> toxicity -> pii -> minhash signature]
         -> work/scored/<unit>, rejects/<unit> -> a manifest row -> the unit's marker
@@ -22,10 +22,11 @@ is redone from the units' parquet on every run; its outputs are written to tempo
 folders and renamed, so a resumed run writes the same set of rows.
 
 Why this shape (it replaced ~15 executions, one per unit and step group, with actor pools
-restarted per unit): each Ray Data execution and actor-pool start costs seconds; the
-scoring actors read their own files, so the corpus never crosses the object store; and no
-stage of an execution waits on CPUs an actor pool holds (`cpus` actors and nothing else
-needing a CPU). The global phase reads only `row_id`, `id`, `drop_reason` and the
+restarted per unit): each execution start costs; the scoring tasks read their own files,
+so the corpus never crosses the object store; the four executions are plain Ray tasks on
+the same reused workers (`fanout.py` says why not Ray Data, which ran them before),
+each worker keeping its steps built between units. The global phase
+reads only `row_id`, `id`, `drop_reason` and the
 signature (and the text of the tokenizer sample); the driver holds what grows with the
 duplicates and the sample, not with the corpus (`driver_bytes` in the summary).
 """
@@ -41,9 +42,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import ray
-from ray.data._internal.execution.interfaces import ExecutionResources
-from ray.data._internal.stats import get_or_create_stats_actor
 
 from rayworks.core.build_cache import locked_build, settings_digest
 from rayworks.core.errors import RayworksError
@@ -52,22 +50,22 @@ from rayworks.pipelines.corpus.chain import STEP_ORDER
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.datasheet import write_datasheet
 from rayworks.pipelines.corpus.dedup import fetch, find_links, sample_cutoff
+from rayworks.pipelines.corpus.fanout import fan_out
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
     finalize_units,
     merge_stats,
     unified_schema,
-    warm_worker,
 )
 from rayworks.pipelines.corpus.neardup import resolve
 from rayworks.pipelines.corpus.schema import PIPELINE_VERSION
-from rayworks.pipelines.corpus.score_unit import ScoreUnits, unit_item
+from rayworks.pipelines.corpus.score_unit import score_unit_task
 from rayworks.pipelines.corpus.sources import SourceConfig, build_corpus
 from rayworks.pipelines.corpus.tokenizer import TokenizerConfig, train_bpe, vocab_size
 from rayworks.pipelines.corpus.units import Unit, WorkDir, plan_units
 from rayworks.platform.atomic import atomic_dir
 
-if TYPE_CHECKING:  # not at run time: it imports torch, which Ray Data workers never need
+if TYPE_CHECKING:  # not at run time: it imports torch, which the corpus workers never need
     from rayworks.platform.context import RunContext
 
 SUFFIXES = {
@@ -120,14 +118,6 @@ def resolve_inputs(cfg: CorpusConfig, ctx: RunContext) -> tuple[list[str], str, 
     return shards, "jsonl", built
 
 
-def _pool(cfg: CorpusConfig, items: int) -> ray.data.ActorPoolStrategy:
-    """`cpus` actors (fewer for fewer items), one task in flight each: a unit waits in the
-    queue for the first free actor instead of behind another actor's long unit."""
-    return ray.data.ActorPoolStrategy(
-        size=max(1, min(cfg.cpus, items)), max_tasks_in_flight_per_actor=1
-    )
-
-
 def score_units(
     todo: list[Unit],
     fmt: str,
@@ -137,32 +127,22 @@ def score_units(
     ctx: RunContext,
     total: int,
 ) -> None:
-    """The scoring stage: every unit of `todo` through one streaming execution; each
-    manifest row becomes the unit's marker as it arrives. Units go out largest first, so
-    the last to finish is a small one (longest-processing-time order)."""
-    if not todo:
-        return
-    by_name = {u.name: u for u in todo}
+    """The scoring stage: every unit of `todo` as one task (`score_unit_task`), `cpus` at a
+    time; each manifest becomes the unit's marker as it arrives. Units go out largest
+    first, so the last to finish is a small one (longest-processing-time order)."""
     order = sorted(todo, key=lambda u: (-u.bytes, u.name))
-    ds = ray.data.from_items([unit_item(u) for u in order], override_num_blocks=len(order))
-    scored = ds.map_batches(
-        ScoreUnits,
-        fn_constructor_args=(
-            cfg,
-            fmt,
-            str(work.root / "scored"),
-            str(out / "rejects"),
-            str(ctx.cache_root / "py3langid"),
-        ),
-        batch_size=1,
-        batch_format="numpy",
-        num_cpus=1,
-        compute=_pool(cfg, len(order)),
-    )
     done = total - len(todo)
-    for row in scored.iter_rows():
-        manifest = json.loads(row["manifest"])
-        work.finish(by_name[manifest["unit"]], manifest)
+    for index, manifest in fan_out(
+        score_unit_task,
+        order,
+        cfg.cpus,
+        cfg=cfg,
+        fmt=fmt,
+        scored_root=str(work.root / "scored"),
+        rejects_root=str(out / "rejects"),
+        langid_cache=str(ctx.cache_root / "py3langid"),
+    ):
+        work.finish(order[index], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)
 
@@ -198,7 +178,7 @@ def global_phase(
         [str(f) for _, folder in units if (f := folder / f"keys-{r:04d}.parquet").exists()]
         for r in range(cfg.dedup_hash_ranges)
     ]
-    links = find_links([r for r in ranges if r])
+    links = find_links([r for r in ranges if r], cfg.cpus)
     timing = {"dedup links": clock() - t}
 
     t = clock()
@@ -206,6 +186,7 @@ def global_phase(
     candidates = live - len(links.exact) - len(ends)
     cutoff = sample_cutoff(cfg.tokenizer_sample_docs, candidates)
     fetched = fetch(
+        cfg.cpus,
         files,
         ends,
         set(links.exact),
@@ -245,6 +226,7 @@ def global_phase(
     order = sorted(range(len(units)), key=lambda i: (-os.path.getsize(files[i]), i))
     with atomic_dir(out / "output") as output, atomic_dir(out / "quarantine") as quarantine:
         parts = finalize_units(
+            cfg.cpus,
             [units[i][0] for i in order],
             [files[i] for i in order],
             unified_schema(files),
@@ -264,45 +246,16 @@ def global_phase(
     return stats, dedup_stats, tokenizer, {"seconds": timing, "driver_bytes": driver}
 
 
-def start_ray_data_actors() -> None:
-    """Start the two actors Ray Data creates at its first execution of an actor pool: the
-    actor location tracker and the cluster autoscaling coordinator (each a new worker
-    process that imports Ray Data, 1.0-1.6 s of CPU, measured). Started by the scoring
-    stage, they compete with its actors' start-up; started here, earlier. Smoke run,
-    3 alternating pairs on the idle 2-CPU machine: 6.63 -> 6.14 s."""
-    try:
-        from ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator import (
-            get_or_create_autoscaling_coordinator,
-        )
-        from ray.data._internal.execution.node_trackers.actor_location import (
-            get_or_create_actor_location_tracker,
-        )
-    except ImportError:  # private modules of Ray 2.60: a later Ray may move them
-        return
-    get_or_create_actor_location_tracker()
-    get_or_create_autoscaling_coordinator()
-
-
 def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     """Curate the inputs unit by unit (resumable), then dedup, tokenize, write, account."""
     paths, fmt, built = resolve_inputs(cfg, ctx)  # raises on a wrong path before any Ray work
     start = time.perf_counter()
-    # Ray Data's stats actor, the actors of its first actor-pool execution and idle workers
-    # that import its task path start now, while the driver plans: the first execution on
-    # a fresh Ray otherwise waits on them in turn
-    get_or_create_stats_actor()
-    start_ray_data_actors()
-    warm = [warm_worker.remote() for _ in range(cfg.cpus)]
-    ray.data.DataContext.get_current().execution_options.resource_limits = ExecutionResources(
-        cpu=cfg.cpus
-    )
     out = ctx.artifacts_dir
     work = WorkDir(out / "work", outputs=[out / "rejects"])
     units = plan_units(paths, cfg.unit_bytes, fmt)
     todo = work.adopt(units, cfg.resume_settings())  # a resume under other settings raises
     ctx.progress(len(units) + 1, "corpus")
     score_units(todo, fmt, cfg, work, out, ctx, len(units))
-    ray.get(warm)
     scoring_s = time.perf_counter() - start
     marks = work.counts()
     total = sum(m["in"] for m in marks)

@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import ray
 
 from rayworks.pipelines.corpus import readers
 from rayworks.pipelines.corpus.config import CorpusConfig
@@ -39,6 +39,8 @@ from rayworks.pipelines.corpus.step import DROP, ROW_ID
 from rayworks.pipelines.corpus.units import Unit
 from rayworks.platform.atomic import atomic_dir
 
+NODE_ID = "node_id"
+"""The manifest key (and so the unit marker's) holding the node that scored the unit."""
 ROW_BITS = 32
 """Rows per unit at most: 2**32 (a unit is a few MB of input)."""
 
@@ -147,31 +149,33 @@ def score_unit(
     }
 
 
-def unit_item(unit: Unit) -> dict[str, str]:
-    """A unit as one row of the scoring stage's input."""
-    return {"unit": json.dumps(asdict(unit))}
+_WORKER_CHAIN: dict[str, GuardedChain | LocalChain] = {}
 
 
-class ScoreUnits:
-    """The scoring stage's actor: builds the steps once (in its guarded child), then
-    `score_unit` for every unit it is handed; returns the manifest rows as JSON."""
+def worker_chain(cfg: CorpusConfig, langid_cache: str | None) -> GuardedChain | LocalChain:
+    """The steps of `cfg`, built once per worker process and kept for the next unit of the
+    same settings (tasks reuse Ray's workers; a worker of an earlier run with other
+    settings stops that run's child first, so a worker holds at most one)."""
+    key = json.dumps([cfg.model_dump(mode="json"), langid_cache], sort_keys=True)
+    chain = _WORKER_CHAIN.get(key)
+    if chain is None:
+        for old in _WORKER_CHAIN.values():
+            old.close()
+        _WORKER_CHAIN.clear()
+        chain = _WORKER_CHAIN[key] = make_chain(cfg, langid_cache)
+    return chain
 
-    def __init__(
-        self,
-        cfg: CorpusConfig,
-        fmt: str,
-        scored_root: str,
-        rejects_root: str,
-        langid_cache: str | None = None,
-    ) -> None:
-        self.cfg, self.fmt = cfg, fmt
-        self.roots = Path(scored_root), Path(rejects_root)
-        self.chain = make_chain(cfg, langid_cache)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows = []
-        for item in batch["unit"]:
-            spec = json.loads(str(item))
-            unit = Unit(**{**spec, "files": tuple(spec["files"])})
-            rows.append(json.dumps(score_unit(unit, self.fmt, self.cfg, self.chain, *self.roots)))
-        return {"manifest": np.asarray(rows, dtype=object)}
+def score_unit_task(
+    unit: Unit,
+    cfg: CorpusConfig,
+    fmt: str,
+    scored_root: str,
+    rejects_root: str,
+    langid_cache: str | None = None,
+) -> dict[str, Any]:
+    """The scoring stage's task (`fanout.fan_out`): `score_unit` with this worker's steps;
+    the manifest row carries the node that scored the unit (`cluster_check.py`)."""
+    chain = worker_chain(cfg, langid_cache)
+    manifest = score_unit(unit, fmt, cfg, chain, Path(scored_root), Path(rejects_root))
+    return {**manifest, NODE_ID: ray.get_runtime_context().get_node_id()}

@@ -122,11 +122,11 @@ def runs(ray_session, corpus, tmp_path_factory) -> dict:
     table = _signed(corpus["rows"])
     shuffled = list(corpus["rows"])
     random.Random(1).shuffle(shuffled)
-    links = find_links(_key_files(table, folder, 2, 4))
+    links = find_links(_key_files(table, folder, 2, 4), 2)
     unit = folder / "unit.parquet"
     pq.write_table(table, unit)
     ends = {row for edge in links.edges for row in edge}
-    got = fetch([str(unit)], ends, set(links.exact), None, CFG)
+    got = fetch(2, [str(unit)], ends, set(links.exact), None, CFG)
     exact2, edges2 = _links(_key_files(_signed(shuffled), folder / "..", 3, 1))
     sigs2 = dict(
         zip(
