@@ -23,7 +23,7 @@ Row columns (`ROW_FIELDS`, Arrow types in `ROW_SCHEMA`):
 
 A reader emits rows of `READ_FIELDS`: the row columns plus `reject_reason` ("" for a good
 row) and `reject_raw`. A rejected row keeps only `source_path`, `line`, `reject_reason`
-and `reject_raw` (`REJECT_FIELDS` after renaming); see `readers.split_rejects`.
+and `reject_raw` (`REJECT_FIELDS` after renaming); see `readers.split_table`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rayworks.core.errors import RayworksError
-from rayworks.pipelines.corpus import readers
+from rayworks.pipelines.corpus import readers, readers_ray
 from rayworks.pipelines.corpus.readers import ReaderConfig
 from rayworks.pipelines.corpus.schema import (
     PIPELINE_VERSION,
@@ -138,16 +138,18 @@ def test_html_to_text_drops_scripts_and_styles():
 
 def test_no_match_fails_before_ray(tmp_path: Path):
     with pytest.raises(RayworksError, match=r"nothing-here/\*\.jsonl"):
-        readers.read_jsonl(str(tmp_path / "nothing-here" / "*.jsonl"))
+        readers_ray.read_jsonl(str(tmp_path / "nothing-here" / "*.jsonl"))
     (tmp_path / "only.csv").write_text("a,b\n")
     with pytest.raises(RayworksError, match="only other files"):
-        readers.read_jsonl(str(tmp_path))
+        readers_ray.read_jsonl(str(tmp_path))
     with pytest.raises(ValueError, match="'novels'"):
         ReaderConfig(collection="novels")
 
 
 def test_readers_on_ray(ray_session, corpus_dir: Path):
-    ds = readers.read_jsonl([str(corpus_dir / "docs.jsonl"), str(corpus_dir / "*.jsonl.gz")], CFG)
+    ds = readers_ray.read_jsonl(
+        [str(corpus_dir / "docs.jsonl"), str(corpus_dir / "*.jsonl.gz")], CFG
+    )
     ds = ds.materialize()  # read once; the checks and the split below reuse the blocks
     rows = ds.take_all()
     by_file = Counter(Path(r["source_path"]).name for r in rows)
@@ -156,13 +158,13 @@ def test_readers_on_ray(ray_session, corpus_dir: Path):
     good_ids = {r["id"] for r in rows if not r["reject_reason"]}
     assert good_ids == {document_id(GOOD["text"])}  # plain and .gz copy: same id
 
-    good, rejects = readers.split_rejects(ds)
+    good, rejects = readers_ray.split_rejects(ds)
     good_rows, reject_rows = good.take_all(), rejects.take_all()
     assert len(good_rows) + len(reject_rows) == len(rows)  # counts reconcile
     assert tuple(good_rows[0]) == ROW_FIELDS and tuple(reject_rows[0]) == REJECT_FIELDS
     assert good_rows[0]["pipeline_version"] == PIPELINE_VERSION
 
-    pq_rows = readers.read_parquet_docs(str(corpus_dir / "part.parquet"), CFG).take_all()
+    pq_rows = readers_ray.read_parquet_docs(str(corpus_dir / "part.parquet"), CFG).take_all()
     assert sorted((r["line"], r["reject_reason"]) for r in pq_rows) == [
         (1, ""),
         (2, "field:missing_text"),
@@ -170,7 +172,7 @@ def test_readers_on_ray(ray_session, corpus_dir: Path):
     kept = next(r for r in pq_rows if not r["reject_reason"])
     assert kept["source"] == "cc" and kept["license"] == "CC-BY-4.0"
 
-    pages = readers.read_text_folder(str(corpus_dir / "pages"), CFG).take_all()
+    pages = readers_ray.read_text_folder(str(corpus_dir / "pages"), CFG).take_all()
     by_name = {Path(r["source_path"]).name: r for r in pages}
     assert (
         by_name["a.html"]["text"] == "Visible & kept.\n\nSecond"
@@ -179,7 +181,7 @@ def test_readers_on_ray(ray_session, corpus_dir: Path):
     assert "\\xff" in by_name["b.txt"]["reject_raw"]
     assert by_name["c.txt"]["collection"] == "web" and by_name["c.txt"]["source"] == "pages"
 
-    code = readers.read_code_tree(str(corpus_dir / "code"), ReaderConfig()).take_all()
+    code = readers_ray.read_code_tree(str(corpus_dir / "code"), ReaderConfig()).take_all()
     langs = {Path(r["source_path"]).name: r["code_language"] for r in code}
     assert langs == {"mod.py": "python", "lib.rs": "rust"}  # notes.bin is not code
     assert {r["collection"] for r in code} == {"code"}
