@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/corpus_throughput.py [--max-docs 2000]
         [--rows-per-shard 250] [--max-packages N] [--max-docs-per-package N] [--repeats 1]
-        [--spacy-cpus 2] [--runs-dir DIR]
+        [--spacy-cpus 2] [--runs-dir DIR] [--pin]
 
 Builds the local corpus once (installed Python packages and Debian docs, `--max-docs` per
 source, `--rows-per-shard` documents per jsonl.gz shard: DataTrove parallelises by whole
@@ -19,6 +19,11 @@ Each run's `seconds` is its own wall clock from resolved inputs to counts (Ray s
 the corpus build are outside it; DataTrove's worker-pool start-ups are inside). docs/s =
 input records (every jsonl line, the summaries' `in` and `docs_counted`) / seconds; MB/s =
 input file MiB (gzip as stored) / seconds, both sides alike.
+`--pin` runs every arm in a fresh process of its own whose CPU affinity is the arm's CPUs
+(cores 0..cpus-1), inherited by everything the arm starts (Ray's daemons and workers,
+DataTrove's worker processes): "1 CPU" is then one core for the whole arm, driver
+included, and each arm starts its own Ray, as `rayworks run` does. Without it the arms
+share this process's Ray and a 1-CPU arm's driver and Ray daemons use the other core.
 `--repeats` runs the arms round-robin and reports the median. The DataTrove peer does fewer
 steps than ours, so ratios favour it. The 1-minute load average before each arm is shown:
 other processes on the machine slow every arm. Timings are ratios on this machine, never
@@ -114,6 +119,29 @@ def run_arm(arm: Arm, inputs: Path, runs_dir: Path) -> dict[str, Any]:
     return {**result.summary, "load1": load, "run_dir": str(result.run_dir)}
 
 
+def run_pinned(arm: Arm, inputs: Path, runs_dir: Path) -> dict[str, Any]:
+    """`run_arm` in a fresh process pinned to cores 0..cpus-1 (`--pin`)."""
+    import subprocess
+
+    result = runs_dir / f"arm-{arm.pipeline}-{arm.cpus}-{arm.tokenizer or 'ours'}.json"
+    args = [sys.executable, __file__, "--arm-only", arm.label, "--arm-result", str(result)]
+    args += ["--arm-inputs", str(inputs), "--runs-dir", str(runs_dir)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(result.read_text())
+
+
+def arm_only(label: str, inputs: Path, runs_dir: Path, result: Path) -> int:
+    """The child of `run_pinned`: pin this process (before Ray starts), run one arm."""
+    arm = next(a for a in plan([1, 2], []) if a.label == label)
+    os.sched_setaffinity(0, set(range(arm.cpus)))
+    import rayworks.pipelines.corpus.datatrove_peer  # noqa: F401  (registers corpus_datatrove)
+
+    result.write_text(json.dumps(run_arm(arm, inputs, runs_dir)))
+    return 0
+
+
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(float(r[key]) for r in runs)
 
@@ -181,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--runs-dir", help="where inputs and runs go (default: a temp folder)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--pin", action="store_true", help="each arm alone on its cores (see above)")
+    p.add_argument("--arm-only", help=argparse.SUPPRESS)
+    p.add_argument("--arm-inputs", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--arm-result", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.arm_only:
+        return arm_only(args.arm_only, args.arm_inputs, Path(args.runs_dir), args.arm_result)
 
     import rayworks.pipelines.corpus.datatrove_peer  # noqa: F401  (registers corpus_datatrove)
 
@@ -194,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {a.label: [] for a in arms}
     for _ in range(args.repeats):
         for arm in arms:
-            runs[arm.label].append(run := run_arm(arm, inputs, root / "runs"))
+            measure = run_pinned if args.pin else run_arm
+            runs[arm.label].append(run := measure(arm, inputs, root / "runs"))
             print(f"{arm.label}: {run.get('docs_per_s', run.get('error'))}", flush=True)
 
     command = "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/corpus_throughput.py " + " ".join(
@@ -202,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     lines = [
         f"# Corpus curation throughput: rayworks vs DataTrove ({built['documents']} documents, "
-        f"{built['shards']} jsonl.gz shards, {built['mib']:.1f} MiB; median of {args.repeats})",
+        f"{built['shards']} jsonl.gz shards, {built['mib']:.1f} MiB; median of {args.repeats}"
+        f"{'; every arm pinned to its cores' if args.pin else ''})",
         "",
         f"`{command.strip()}`",
         "",
