@@ -17,17 +17,72 @@ group could deadlock a sweep whose trials hold every CPU while they wait for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def _pinned(fn: Callable[..., T], threads: int, kwargs: dict[str, Any]) -> T:
-    import torch
+def _pinned(fn: Callable[..., T], threads: int | None, kwargs: dict[str, Any], **shared: Any) -> T:
+    if threads is not None:  # None: leave torch alone (and unimported: ~1 s per worker)
+        import torch
 
-    torch.set_num_threads(threads)
-    return fn(**kwargs)
+        torch.set_num_threads(threads)
+    return fn(**kwargs, **shared)
+
+
+def fan_out_iter(
+    fn: Callable[..., T],
+    calls: Sequence[dict[str, Any]],
+    *,
+    num_cpus: float = 1,
+    threads: int | None = 1,
+    max_in_flight: int | None = None,
+    shared: dict[str, Any] | None = None,
+    max_retries: int = 0,
+) -> Iterator[tuple[int, T]]:
+    """`(index, fn(**calls[index], **shared))` for every call, as the pieces finish.
+
+    `max_in_flight` pieces at most are submitted at a time, in the order of `calls` (so a
+    caller that sorts its calls largest first gets longest-processing-time order, and a
+    run holds at most that many of a cluster's CPUs); None submits all at once. `shared`
+    keywords go to every call and into the object store once. `threads` pins torch's
+    threads in the piece (None: torch untouched). `max_retries` retries a piece whose
+    worker died. A piece that raises, or a caller that stops iterating, cancels the
+    pieces still in flight and submits no more.
+    """
+    import ray
+
+    if max_in_flight is not None and max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be >= 1 or None, got {max_in_flight}")
+    shared = shared or {}
+    if not ray.is_initialized() or ray.util.get_current_placement_group() is not None:
+        for i, kw in enumerate(calls):
+            yield i, _pinned(fn, threads, kw, **shared)
+        return
+    task = ray.remote(_pinned).options(num_cpus=num_cpus, max_retries=max_retries)
+    refs = {name: ray.put(value) for name, value in shared.items()}
+    window = max_in_flight or max(1, len(calls))
+    queue = iter(enumerate(calls))
+    pending: dict[Any, int] = {}
+
+    def submit() -> None:
+        for i, kw in queue:
+            pending[task.remote(fn, threads, kw, **refs)] = i
+            if len(pending) >= window:
+                return
+
+    try:
+        submit()
+        while pending:
+            [done], _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(done)
+            result = ray.get(done)
+            submit()
+            yield i, result
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
 
 
 def fan_out(
@@ -35,38 +90,30 @@ def fan_out(
     calls: Sequence[dict[str, Any]],
     *,
     num_cpus: float = 1,
-    threads: int = 1,
+    threads: int | None = 1,
     on_done: Callable[[int, T], None] | None = None,
+    max_in_flight: int | None = None,
+    shared: dict[str, Any] | None = None,
+    max_retries: int = 0,
 ) -> list[T]:
     """`[fn(**kw) for kw in calls]`, each call a Ray task when Ray is up; results in order.
 
     `on_done(index, result)` runs in the caller as each piece finishes (in completion
     order), e.g. to log a record or advance a progress count. A piece that raises fails
-    the whole fan-out with its own error: the remaining tasks are cancelled.
+    the whole fan-out with its own error: the remaining tasks are cancelled. The other
+    keywords are `fan_out_iter`'s.
     """
-    import ray
-
-    if not ray.is_initialized() or ray.util.get_current_placement_group() is not None:
-        results = []
-        for i, kw in enumerate(calls):
-            results.append(_pinned(fn, threads, kw))
-            if on_done is not None:
-                on_done(i, results[-1])
-        return results
-    task = ray.remote(_pinned).options(num_cpus=num_cpus, max_retries=0)
-    refs = [task.remote(fn, threads, kw) for kw in calls]
-    index = {ref: i for i, ref in enumerate(refs)}
-    results: list[Any] = [None] * len(refs)
-    pending = list(refs)
-    try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            i = index[done[0]]
-            results[i] = ray.get(done[0])
-            if on_done is not None:
-                on_done(i, results[i])
-    except BaseException:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        raise
+    results: list[Any] = [None] * len(calls)
+    for i, result in fan_out_iter(
+        fn,
+        calls,
+        num_cpus=num_cpus,
+        threads=threads,
+        max_in_flight=max_in_flight,
+        shared=shared,
+        max_retries=max_retries,
+    ):
+        results[i] = result
+        if on_done is not None:
+            on_done(i, result)
     return results

@@ -1,5 +1,7 @@
 """The embedded Ray's profile (clusters/local.yaml, `cluster.LocalProfile`)."""
 
+import os
+
 import pytest
 
 
@@ -36,6 +38,8 @@ class FakeRay:
 
     def init(self, **kwargs):
         self.ports.append(kwargs["dashboard_port"])
+        self.kwargs = kwargs
+        self.env = dict(os.environ)  # what a raylet started here inherits
         if len(self.ports) <= self.fails:
             raise Exception(self.text.format(port=kwargs["dashboard_port"]))
 
@@ -71,3 +75,26 @@ def test_other_start_failures_and_a_third_race_are_raised(monkeypatch):
         monkeypatch.setitem(sys.modules, "ray", fake)
         with pytest.raises(Exception, match=r"GCS failed|address already in use"):
             cluster.connect(profile=cluster.LocalProfile(dashboard_port=1))
+
+
+def test_the_embedded_rays_workers_inherit_the_worker_env_and_the_driver_keeps_its_own(
+    monkeypatch,
+):
+    """The raylet (so every worker, the prestarted ones included) is started with
+    `WORKER_ENV` in its environment, without a job runtime env (prestarted workers
+    could not serve one); the driver's own environment is as before afterwards."""
+    import sys
+
+    from rayworks.platform import cluster
+
+    fake = FakeRay(0)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    monkeypatch.setattr(cluster, "_set_auth_mode", lambda mode: None)
+    cluster.connect(profile=cluster.LocalProfile(dashboard_port=1))
+    assert {k: fake.env.get(k) for k in cluster.WORKER_ENV} == cluster.WORKER_ENV
+    assert "runtime_env" not in fake.kwargs
+    assert "OMP_NUM_THREADS" not in os.environ
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"

@@ -74,3 +74,49 @@ def test_inside_a_capturing_placement_group_runs_in_process(ray_session) -> None
     finally:
         remove_placement_group(group)
     assert squares == [4, 9] and pids == {trial_pid}
+
+
+def test_a_window_bounds_the_pieces_in_flight_and_shared_keywords_reach_each(
+    ray_session, monkeypatch
+) -> None:
+    """`max_in_flight` = 2 of 6 pieces: never more than 2 submitted and unfinished (the
+    count `ray.wait` sees); `shared` reaches every piece; `threads=None` leaves torch
+    out of the workers (the pieces here are stdlib functions: `textwrap.fill`)."""
+    import textwrap
+
+    import ray
+
+    from rayworks.platform import fanout
+
+    seen: list[int] = []
+    real_wait = ray.wait
+
+    def counting_wait(refs, **kwargs):
+        seen.append(len(refs))
+        return real_wait(refs, **kwargs)
+
+    monkeypatch.setattr(ray, "wait", counting_wait)
+    calls = [{"text": f"a{i} b{i}"} for i in range(6)]
+    got = dict(
+        fanout.fan_out_iter(
+            textwrap.fill, calls, threads=None, max_in_flight=2, shared={"width": 2}
+        )
+    )
+    assert got == {i: f"a{i}\nb{i}" for i in range(6)}
+    assert max(seen) == 2 and len(seen) == 6
+    with pytest.raises(ValueError, match="max_in_flight"):
+        list(fanout.fan_out_iter(textwrap.fill, calls, max_in_flight=0))
+
+
+def test_a_failing_piece_stops_the_window(ray_session) -> None:
+    """One at a time: the piece after the failing one is never submitted."""
+    import statistics
+
+    from rayworks.platform.fanout import fan_out_iter
+
+    done = []
+    calls = [{"data": [1.0]}, {"data": []}, {"data": [2.0]}]  # fmean([]) raises
+    with pytest.raises(statistics.StatisticsError):
+        for i, _ in fan_out_iter(statistics.fmean, calls, threads=None, max_in_flight=1):
+            done.append(i)
+    assert done == [0]

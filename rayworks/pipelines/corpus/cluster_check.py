@@ -12,7 +12,7 @@ on (every unit's marker, `work/units/<unit>.json`, holds it: `score_unit.NODE_ID
 test (`tests/pipelines/corpus/test_corpus_two_nodes.py`) runs it in a subprocess, as the
 pytest process may already be connected to the session's Ray. Nothing of the run differs
 from a plain one: with `cpus` = 2 and two one-CPU nodes, the first two units go out
-together (`fanout.py`), so each node scores at least one.
+together (`fanout.fan_units`), so each node scores at least one.
 
 Ray's settings come from the environment (the caller sets `RAY_AUTH_MODE`,
 `RAY_AUTH_TOKEN_PATH` and `RAY_TMPDIR` before Ray is imported).

@@ -5,8 +5,8 @@ files*: every live row as one exact-dedup record (its id, hashed) and, with near
 one record per LSH band (`key_records`), split by hash range into `keys-<r>.parquet`. That
 is the map side of a hash shuffle done on files, as datatrove's MinHash stages do, so it
 is written once with the unit and kept by `--resume`. What depends on the whole corpus
-is then done in two executions of Ray tasks (`fanout.py`), and the driver holds only what grows with the
-*duplicates* and the sample, never with the corpus:
+is then done in two executions of Ray tasks (`fanout.py`), and the driver holds only
+what grows with the *duplicates* and the sample, never with the corpus:
 
 1. `find_links`: one task per hash range reads that range's key files of every unit and
    groups them (the reduce side): for every id held by >= 2 rows, each later copy -> the
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rayworks.pipelines.corpus.fanout import fan_out
+from rayworks.pipelines.corpus.fanout import fan_units
 from rayworks.pipelines.corpus.minhash import band_hashes, is_empty
 from rayworks.pipelines.corpus.neardup import SIGNATURE, Edge, NearDupConfig, decode_signature
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
@@ -180,7 +180,7 @@ def find_links(ranges: Sequence[Sequence[str]], cpus: int) -> Links:
     (one task per range, `cpus` at a time)."""
     out = Links()
     near_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    for _, t in fan_out(range_links, [list(files) for files in ranges], cpus):
+    for _, t in fan_units(range_links, [{"files": list(files)} for files in ranges], cpus):
         out.driver_bytes += t.nbytes
         kind = t["kind"].to_numpy()
         rows, to = t[ROW_ID].to_numpy(), t["to"].to_numpy()
@@ -288,7 +288,7 @@ def fetch(
         "max_chars": max_chars,
     }
     out = Fetched()
-    for _, t in fan_out(fetch_unit, files, cpus, **kwargs):
+    for _, t in fan_units(fetch_unit, [{"path": f} for f in files], cpus, kwargs):
         out.driver_bytes += t.nbytes
         rows, ids = t[ROW_ID].to_pylist(), t["id"].to_pylist()
         for row, doc_id, sig, text in zip(

@@ -1,20 +1,21 @@
-"""Fan a corpus run's work items (units, hash ranges) out to Ray tasks, `cpus` at a time.
+"""How every execution of a corpus run fans out: one Ray task per item, `cpus` at a time.
 
-Every execution of a corpus run maps a short list of items, each naming files, to small
-results (a manifest row, a table of links, a statistics table): the corpus itself never
-crosses the object store. Plain Ray tasks do that with less start-up than Ray Data, which
-was used here before: a Ray Data execution on a fresh Ray starts its stats actor, an actor
-location tracker, an autoscaling coordinator and, for an actor pool, one actor per CPU,
-and every worker it uses imports Ray Data's execution path. On the 2-CPU machine that was
-about 4 s of the ~6 s fixed cost of a run (docs/results.md, corpus). Tasks reuse Ray's
-workers from one execution to the next, so a run's scoring and global phase share the
-same warm processes; a worker keeps the scoring steps built (`score_unit.worker_chain`).
+Every execution of a run maps a short list of items, each naming files (a unit of input,
+a hash range's key files), to a small result (a manifest row, a table of links, a
+statistics table): the corpus itself never crosses the object store. `fan_units` runs
+them through the platform's `fan_out_iter`: one CPU per task, at most `cpus` in flight,
+in the callers' order (largest first: longest-processing-time order), so a run holds at
+most `cpus` of a cluster's CPUs; torch untouched (the corpus never imports it); a task
+whose worker died retried, as Ray Data retried its tasks.
 
-Items go out in the given order (callers sort largest first: longest-processing-time
-order) with at most `cpus` in flight, so a run holds at most `cpus` of the cluster's CPUs;
-results come back as they finish. A task that raises stops the execution: the tasks still
-in flight are cancelled and the error is raised in the driver. A worker that dies is
-retried by Ray (`max_retries`), as Ray Data retried its tasks.
+Why plain Ray tasks, not Ray Data, which ran these executions before: Ray Data's
+streaming of blocks was never used here, but its start was paid on every run: its stats
+actor, an actor-location tracker and an autoscaling coordinator (a new worker process
+each), one actor per CPU for the scoring pool, and Ray Data's execution path imported by
+every worker. Tasks reuse Ray's workers from one execution to the next, so scoring and
+the global phase share warm processes, and each worker keeps its scoring steps built
+(`score_unit.worker_chain`). Measured on the 2-CPU machine (docs/results.md, corpus):
+the smoke run's 6.2-6.7 s fell to 3.8-4.3 s.
 """
 
 from __future__ import annotations
@@ -22,38 +23,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import ray
+from rayworks.platform.fanout import fan_out_iter
 
 MAX_RETRIES = 3
 """Retries of a task whose worker died (Ray's default for tasks)."""
 
 
-def fan_out(
-    fn: Callable[..., Any], items: Sequence[Any], cpus: int, **shared: Any
+def fan_units(
+    fn: Callable[..., Any],
+    calls: Sequence[dict[str, Any]],
+    cpus: int,
+    shared: dict[str, Any] | None = None,
 ) -> Iterator[tuple[int, Any]]:
-    """`(index, fn(items[index], **shared))` for every item, as the tasks finish; one CPU
-    per task, at most `cpus` tasks at a time. `shared` is put in the object store once."""
-    if cpus < 1:
-        raise ValueError(f"cpus must be >= 1, got {cpus}")
-    if not items:
-        return
-    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(fn)
-    refs = {name: ray.put(value) for name, value in shared.items()}
-    pending: dict[ray.ObjectRef, int] = {}
-    queue = iter(enumerate(items))
-    try:
-        for index, item in queue:
-            pending[task.remote(item, **refs)] = index
-            if len(pending) >= cpus:
-                break
-        while pending:
-            [ready], _ = ray.wait(list(pending), num_returns=1)
-            index = pending.pop(ready)
-            result = ray.get(ready)
-            for nxt, item in queue:
-                pending[task.remote(item, **refs)] = nxt
-                break
-            yield index, result
-    finally:
-        for ref in pending:  # an error or a caller that stopped early: stop the rest
-            ray.cancel(ref, force=True)
+    """`(index, fn(**calls[index], **shared))` as the tasks finish, `cpus` at a time."""
+    return fan_out_iter(
+        fn,
+        calls,
+        num_cpus=1,
+        threads=None,
+        max_in_flight=cpus,
+        shared=shared,
+        max_retries=MAX_RETRIES,
+    )

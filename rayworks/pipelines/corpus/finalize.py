@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rayworks.pipelines.corpus.dedup import DEDUP_EXACT
-from rayworks.pipelines.corpus.fanout import fan_out
+from rayworks.pipelines.corpus.fanout import fan_units
 from rayworks.pipelines.corpus.guard import to_batch
 from rayworks.pipelines.corpus.neardup import DEDUP_NEAR, NEAR_OF, SIGNATURE
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
@@ -142,9 +142,9 @@ def _token_count(path: str) -> TokenCount:
     return TokenCount(path)
 
 
-def finalize_task(item: tuple[str, str], tokenizer: str | None, **kwargs: Any) -> pd.DataFrame:
-    """The final pass's task (`fanout.fan_out`): `finalize_unit` of `item` = (unit, path)."""
-    unit, path = item
+def finalize_task(unit: str, path: str, tokenizer: str | None, **kwargs: Any) -> pd.DataFrame:
+    """The final pass's task (`fanout.fan_units`): `finalize_unit` with this worker's
+    token counter."""
     tokens = _token_count(tokenizer) if tokenizer else None
     return finalize_unit(unit, path, tokens=tokens, **kwargs)
 
@@ -162,16 +162,13 @@ def finalize_units(
 ) -> list[pd.DataFrame]:
     """The final pass: one task per unit (`finalize_unit`), `cpus` at a time, in the
     order given; returns the stats parts."""
-    items = list(zip(units, files, strict=True))
-    parts = fan_out(
-        finalize_task,
-        items,
-        cpus,
-        tokenizer=tokenizer,
-        schema=schema,
-        verdicts=verdicts,
-        output=output,
-        quarantine=quarantine,
-        batch_size=batch_size,
-    )
-    return [part for _, part in parts]
+    calls = [{"unit": u, "path": f} for u, f in zip(units, files, strict=True)]
+    shared = {
+        "tokenizer": tokenizer,
+        "schema": schema,
+        "verdicts": verdicts,
+        "output": output,
+        "quarantine": quarantine,
+        "batch_size": batch_size,
+    }
+    return [part for _, part in fan_units(finalize_task, calls, cpus, shared)]

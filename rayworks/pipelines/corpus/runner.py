@@ -24,8 +24,8 @@ folders and renamed, so a resumed run writes the same set of rows.
 Why this shape (it replaced ~15 executions, one per unit and step group, with actor pools
 restarted per unit): each execution start costs; the scoring tasks read their own files,
 so the corpus never crosses the object store; the four executions are plain Ray tasks on
-the same reused workers (`fanout.py` says why not Ray Data, which ran them before),
-each worker keeping its steps built between units. The global phase
+the same reused workers (`fanout.py` says why not Ray Data, which ran them before), each
+worker keeping its steps built between units. The global phase
 reads only `row_id`, `id`, `drop_reason` and the
 signature (and the text of the tokenizer sample); the driver holds what grows with the
 duplicates and the sample, not with the corpus (`driver_bytes` in the summary).
@@ -50,7 +50,7 @@ from rayworks.pipelines.corpus.chain import STEP_ORDER
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.datasheet import write_datasheet
 from rayworks.pipelines.corpus.dedup import fetch, find_links, sample_cutoff
-from rayworks.pipelines.corpus.fanout import fan_out
+from rayworks.pipelines.corpus.fanout import fan_units
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
     finalize_units,
@@ -132,16 +132,15 @@ def score_units(
     first, so the last to finish is a small one (longest-processing-time order)."""
     order = sorted(todo, key=lambda u: (-u.bytes, u.name))
     done = total - len(todo)
-    for index, manifest in fan_out(
-        score_unit_task,
-        order,
-        cfg.cpus,
-        cfg=cfg,
-        fmt=fmt,
-        scored_root=str(work.root / "scored"),
-        rejects_root=str(out / "rejects"),
-        langid_cache=str(ctx.cache_root / "py3langid"),
-    ):
+    shared = {
+        "cfg": cfg,
+        "fmt": fmt,
+        "scored_root": str(work.root / "scored"),
+        "rejects_root": str(out / "rejects"),
+        "langid_cache": str(ctx.cache_root / "py3langid"),
+    }
+    calls = [{"unit": u} for u in order]
+    for index, manifest in fan_units(score_unit_task, calls, cfg.cpus, shared):
         work.finish(order[index], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)

@@ -174,7 +174,7 @@ def score_unit_task(
     rejects_root: str,
     langid_cache: str | None = None,
 ) -> dict[str, Any]:
-    """The scoring stage's task (`fanout.fan_out`): `score_unit` with this worker's steps;
+    """The scoring stage's task (`fanout.fan_units`): `score_unit` with this worker's steps;
     the manifest row carries the node that scored the unit (`cluster_check.py`)."""
     chain = worker_chain(cfg, langid_cache)
     manifest = score_unit(unit, fmt, cfg, chain, Path(scored_root), Path(rejects_root))
