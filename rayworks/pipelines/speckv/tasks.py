@@ -4,7 +4,9 @@ Every example is a prompt `<s> CONTEXT Q QUERY` and a multi-token answer ending 
 so accuracy is exact match. The tasks (RULER names in brackets; sizes reconstructed for a CPU):
 
 - `recall` [niah_multikey / multivalue]: records `k v1..vL ;` with distinct keys, as many
-  as fit the context and the value vocabulary, query `Q k`, answer `v1..vL`. Value length
+  as fit the context and the value vocabulary (with 64 value tokens and L = 6, 9 records;
+  filler words between them fill the rest of a longer context, format 4), query `Q k`,
+  answer `v1..vL`. Value length
   L = 8 so the answer needs context the question window does not point at (methods file,
   design note).
 - `niah` [niah_single / multikey]: filler words with one needle `k v1..vL ;` and
@@ -50,7 +52,8 @@ from rayworks.core.config import Config
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SYMBOLS = [";", "=", "Q", "count"]
-FORMAT = 3  # prompt format (2: no answer marker; 3: keys are value tokens), in the cache key
+FORMAT = 4  # prompt format (2: no answer marker; 3: keys are value tokens; 4: recall records
+# among filler), in the cache key
 N_EACH = 32  # variables x*, numbers n*, filler words w*
 N_VALUES = 64  # values v*: every value token occurs once per context (see `_values`)
 TASKS = ("recall", "niah", "vt", "cwe")
@@ -144,10 +147,14 @@ def record_keys(context: list[str]) -> list[str]:
 
 
 def recall(cfg: TaskConfig, rng: random.Random) -> Example:
+    """As many records as fit the context and the value vocabulary; when they do not fill
+    the context (over 64 tokens at value length 6), the rest is filler words between
+    them (format 4), so the prompt keeps `context_len` tokens."""
     n = max(2, min(cfg.context_len // (cfg.value_len + 2), N_VALUES // (cfg.value_len + 1)))
     records = _records(n, rng, cfg)
     target = rng.choice(records)
-    context = [tok for r in records for tok in r]
+    filler = max(0, cfg.context_len - sum(map(len, records)))
+    context = _interleave(rng, records, filler)
     return Example("recall", [BOS, *context, "Q", target[0]], [*target[1:-1], EOS])
 
 
