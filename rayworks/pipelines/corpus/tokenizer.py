@@ -14,13 +14,13 @@ fetching a pretrained one.
   tokens per document, special tokens excluded. Only kept rows are counted; rows an earlier
   step dropped get 0, so summing the column over any group gives the tokens that reach the
   output and dropped rows cost nothing.
-- `PretokenCounter` is how `TokenCount` counts, ~2.5x faster than `encode_batch_fast` and
-  equal to it (checked by the tests on random Unicode text and on every run's sample):
-  byte-level BPE merges never cross the GPT-2 split regex, so a document's count is the
-  sum of its pieces' counts; a piece is encoded once and its count cached (code and prose
-  repeat most pieces), so per document only the regex runs. A document that holds a
-  special token's text, where the tokenizer would match the special token, is encoded
-  whole.
+- `PretokenCounter` is how `TokenCount` counts, equal to `encode_batch_fast` (checked by
+  the tests on random Unicode text) and 2.6x faster from a cold cache (1,864 documents,
+  21M characters: 1.9 s against 5.1 s on one thread): byte-level BPE merges never cross
+  the GPT-2 split regex, so a document's count is the sum of its pieces' counts; a new
+  piece is counted once through the BPE model alone and cached (code and prose repeat
+  most pieces), so per document mostly the regex runs. A document that holds a special
+  token's text, where the tokenizer would match the special token, is encoded whole.
 """
 
 from __future__ import annotations
@@ -45,6 +45,20 @@ GPT2_SPLIT = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
 """The split of `pre_tokenizers.ByteLevel(use_regex=True)` (the GPT-2 pattern)."""
+
+
+def _byte_chars() -> dict[int, str]:
+    """GPT-2's byte -> character table of byte-level BPE: printable bytes map to
+    themselves, the other 68 to characters from U+0100 on, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    moved = [b for b in range(BYTE_ALPHABET) if b not in keep]
+    table = {b: chr(b) for b in keep}
+    table.update({b: chr(BYTE_ALPHABET + i) for i, b in enumerate(moved)})
+    return table
+
+
+BYTE_CHARS = _byte_chars()
+"""As a `str.translate` table over latin-1-decoded bytes (`PretokenCounter._piece_counts`)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,7 @@ def splits_like_gpt2(tokenizer: Tokenizer) -> bool:
         spec.get("normalizer") is None
         and pre.get("type") == "ByteLevel"
         and pre.get("use_regex", True)
+        and not pre.get("add_prefix_space", True)
         and model.get("type") == "BPE"
         and model.get("dropout") is None
     )
@@ -150,6 +165,7 @@ class PretokenCounter:
         self.specials = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
         self.max_cached = max_cached
         self.cache: dict[str, int] = {}
+        self.model = tokenizer.model
 
     def _encode(self, texts: list[str]) -> list[int]:
         # encode_batch_fast: the ids of encode_batch without computing offsets (~2x faster)
@@ -166,8 +182,19 @@ class PretokenCounter:
             if len(self.cache) + len(new) > self.max_cached:
                 self.cache.clear()
                 new = list(set(pieces))
-            self.cache.update(zip(new, self._encode(new), strict=True))
+            self.cache.update(zip(new, self._piece_counts(new), strict=True))
             return sum(map(get, pieces))
+
+    def _piece_counts(self, pieces: list[str]) -> list[int]:
+        """Token counts of GPT-2 pieces through the BPE model alone: each piece's UTF-8
+        bytes as the byte-level alphabet's characters (what the pre-tokenizer does), then
+        `model.tokenize`. Equal to encoding the piece through the whole pipeline (no
+        normaliser, no post-processor adds tokens to a plain encode) at ~5x its speed
+        (85k pieces: 0.16 s against 0.83 s for `encode_batch_fast`)."""
+        tokenize = self.model.tokenize
+        return [
+            len(tokenize(p.encode("utf-8").decode("latin-1").translate(BYTE_CHARS))) for p in pieces
+        ]
 
     def __call__(self, texts: Sequence[str]) -> list[int]:
         if not self.by_piece:
