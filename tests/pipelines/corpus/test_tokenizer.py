@@ -8,6 +8,8 @@ from tokenizers import Tokenizer
 from rayworks.pipelines.corpus.step import DROP, drop
 from rayworks.pipelines.corpus.tokenizer import (
     END_OF_TEXT,
+    GPT2_SPLIT,
+    SEGMENT,
     TOKENS,
     PretokenCounter,
     TokenCount,
@@ -119,10 +121,14 @@ def _random_texts(n: int, seed: int) -> list[str]:
 
 
 def test_pretoken_counts_equal_encode_on_random_unicode(trained: Path) -> None:
-    """`PretokenCounter` is exact: the regex split, the cache (also once emptied when
-    full) and the special-token fallback give `encode`'s counts on every text."""
+    """`PretokenCounter` is exact: the segments, the regex split, the caches (also once
+    emptied when full) and the special-token fallback give `encode`'s counts on every
+    text."""
     tok = Tokenizer.from_file(str(trained))
-    texts = [*_random_texts(3000, seed=0), *TEXTS[:6], f"a {END_OF_TEXT} b", END_OF_TEXT, ""]
+    # U+001C-U+001F: whitespace to Python's `re`, punctuation to GPT-2's split (SEGMENT)
+    separators = ["a!\x1c b", "!\x1c\x1d x\x1f\x1f", " \x1e y\u00a0z\u3000 \t\n w"]
+    texts = [*_random_texts(3000, seed=0), *TEXTS[:6], *separators]
+    texts += [f"a {END_OF_TEXT} b", END_OF_TEXT, ""]
     count = PretokenCounter(tok, max_cached=500)
     assert count.by_piece
     got = count(texts) + count(texts[::-1])  # the second pass reads the cache
@@ -141,3 +147,13 @@ def test_pretoken_counter_encodes_whole_with_another_pre_tokenizer(trained: Path
     assert not count.by_piece
     texts = ["hello world, hello", "  spaces  "]
     assert count(texts) == [len(tok.encode(t, add_special_tokens=False).ids) for t in texts]
+
+
+def test_segments_split_into_exactly_the_texts_pieces() -> None:
+    """A text's GPT-2 pieces are its `SEGMENT`s' pieces, concatenated (what lets the
+    counter cache whole segments), on random Unicode and on U+001C-U+001F, which Python's
+    `re` calls whitespace and GPT-2's split calls punctuation."""
+    texts = [*_random_texts(2000, seed=1), "a!\x1c b", "!\x1c\x1d x\x1f\x1f", " \x1e y\u00a0z"]
+    for text in texts:
+        pieces = [p for s in SEGMENT.findall(text) for p in GPT2_SPLIT.findall(s)]
+        assert pieces == GPT2_SPLIT.findall(text), repr(text)
