@@ -1,8 +1,9 @@
 """The final pass of a corpus run (the third execution of the global phase, `dedup.py`).
 
-One Ray task per unit (`cpus` at a time; the tokenizer loaded once per worker): it reads the unit's scored
-parquet, applies the dedup verdicts (a later exact copy gets `dedup:exact`, a near
-duplicate `dedup:near` and its representative's id in `dedup_near_of`), counts the tokens
+One Ray task per unit (`cpus` at a time, `fanout.py`; the tokenizer loaded once per
+worker): it reads the unit's scored parquet, applies the dedup verdicts (a later exact
+copy gets `dedup:exact`, a near duplicate `dedup:near` and its representative's id in
+`dedup_near_of`), counts the tokens
 of the kept rows with the run's tokenizer, writes the kept rows to `output/` (partitioned
 by collection and language, hive style) and the dropped rows to `quarantine/`, one file
 per unit in each, and returns the unit's group statistics (docs, characters, tokens and

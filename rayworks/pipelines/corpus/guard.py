@@ -11,7 +11,8 @@ about three budgets and its own row; every other row of its batch is scored.
 
 Why a process: a Python thread cannot be stopped, and a signal only interrupts the main
 thread, which in the Ray Data actors that scored before (`fanout.py`) was not the thread
-running the batch (measured: the UDF ran on another thread). A process can be killed whatever it is doing, C code included.
+running the batch (measured: the UDF ran on another thread). A process can be killed
+whatever it is doing, C code included, and its memory is returned when it is.
 The child is spawned (a fresh interpreter): forking a Ray worker, which runs threads, can
 deadlock the child. The batches cross a pipe as Arrow tables (a copy per batch, small
 against the scoring, which costs tens of milliseconds per 64 KB document even after the

@@ -25,10 +25,10 @@ Why this shape (it replaced ~15 executions, one per unit and step group, with ac
 restarted per unit): each execution start costs; the scoring tasks read their own files,
 so the corpus never crosses the object store; the four executions are plain Ray tasks on
 the same reused workers (`fanout.py` says why not Ray Data, which ran them before), each
-worker keeping its steps built between units. The global phase
-reads only `row_id`, `id`, `drop_reason` and the
-signature (and the text of the tokenizer sample); the driver holds what grows with the
-duplicates and the sample, not with the corpus (`driver_bytes` in the summary).
+worker keeping its steps built between units. The global phase reads only `row_id`, `id`,
+`drop_reason` and the signature (and the text of the tokenizer sample); the driver holds
+what grows with the duplicates and the sample, not with the corpus (`driver_bytes` in the
+summary).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def score_units(
 
 
 def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[str, Any]:
-    """Seconds per scoring step (summed over actors: CPU time of the units) and per global
+    """Seconds per scoring step (summed over the tasks: CPU time of the units) and per global
     execution (wall time), and per 1,000 documents read."""
     docs = sum(m["in"] for m in marks)
     steps: Counter[str] = Counter()

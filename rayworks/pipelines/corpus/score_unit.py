@@ -1,14 +1,15 @@
-"""One unit of input read, scored and written by one actor: the scoring stage of a corpus run.
+"""One unit of input read, scored and written by one task: the scoring stage of a corpus run.
 
-`run_corpus` streams the units of the plan (`units.py`) through ONE Ray Data execution: a
-pool of `cpus` `ScoreUnits` actors, one unit in flight per actor, each of which reads its
-unit's files itself (`readers.unit_table`), scores the rows in batches of `batch_size`
-(`chain.py`, under the time budget of `guard.py`), writes the unit's scored parquet and
-rejects (each renamed into place) with the unit's dedup key files (`dedup.py`: the map
-side of the global phase's shuffle) and returns one manifest row; the driver writes the
-unit's completion marker from that row as it arrives. So the corpus itself never crosses
-the object store, no stage waits for another, the actors (and their language model) start
-once per run, and `--resume` skips every unit with a marker.
+`run_corpus` sends the units of the plan (`units.py`) out as ONE execution of Ray tasks,
+`cpus` at a time (`fanout.py`), each `score_unit_task`: it reads its unit's files itself
+(`readers.unit_table`), scores the rows in batches of `batch_size` (`chain.py`, under the
+time budget of `guard.py`, with the steps its worker keeps built: `worker_chain`), writes
+the unit's scored parquet and rejects (each renamed into place) with the unit's dedup key
+files (`dedup.py`: the map side of the global phase's shuffle) and returns one manifest
+row; the driver writes the unit's completion marker from that row as it arrives. So the
+corpus itself never crosses the object store, no stage waits for another, the steps (and
+their language model) are built once per worker, and `--resume` skips every unit with a
+marker.
 
 Every good row gets `row_id` = unit index << 32 | its position in the unit: an int64
 that is unique in the run, the same on every run of the plan, and ordered as the input
