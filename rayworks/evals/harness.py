@@ -49,14 +49,14 @@ import secrets
 import socket
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from rayworks.core.config import PipelineConfig
+from rayworks.core.environ import patched_environ
 from rayworks.core.errors import ConfigError, RayworksError
 from rayworks.platform.context import RunContext
 from rayworks.platform.registry import evaluation
@@ -191,21 +191,11 @@ def lm_eval_model(
     }
 
 
-@contextmanager
-def _loopback_without_proxy() -> Iterator[None]:
+def _loopback_without_proxy() -> AbstractContextManager[None]:
     """lm-eval posts with `requests`, which would send loopback through $HTTP_PROXY."""
-    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
     extra = "127.0.0.1,localhost"
-    for key, value in saved.items():
-        os.environ[key] = f"{value},{extra}" if value else extra
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    values = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
+    return patched_environ({k: f"{v},{extra}" if v else extra for k, v in values.items()})
 
 
 def evaluate_endpoint(
