@@ -71,7 +71,7 @@ def _byte_chars() -> dict[int, str]:
 
 
 BYTE_CHARS = _byte_chars()
-"""As a `str.translate` table over latin-1-decoded bytes (`PretokenCounter._piece_counts`)."""
+"""As a `str.translate` table over latin-1-decoded bytes (`PretokenCounter._segment_counts`)."""
 
 
 @dataclass(frozen=True)
