@@ -100,7 +100,12 @@ def _define_steps() -> dict[str, type]:
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.utils.word_tokenizers import WordTokenizer
 
-    from rayworks.pipelines.corpus.language import LanguageId, LanguageIdConfig, identify
+    from rayworks.pipelines.corpus.language import (
+        LanguageId,
+        LanguageIdConfig,
+        identify,
+        use_unpacked,
+    )
 
     class SplitWordTokenizer(WordTokenizer):
         """Words = `str.split()`, as our Gopher steps count them."""
@@ -124,13 +129,21 @@ def _define_steps() -> dict[str, type]:
 
         name = "🌐 py3langid"
 
-        def __init__(self, allowed: tuple[str, ...] | None, min_confidence: float) -> None:
+        def __init__(
+            self,
+            allowed: tuple[str, ...] | None,
+            min_confidence: float,
+            tables: str | None = None,
+        ) -> None:
             super().__init__()
             self.cfg = LanguageIdConfig(allowed=allowed, min_confidence=min_confidence)
+            self.tables = tables  # the classifier's saved tables, mapped as our workers do
             self._step: LanguageId | None = None  # loaded in the worker, never pickled
 
         def filter(self, doc: Document) -> bool | tuple[bool, str]:
             if self._step is None:
+                if self.tables:
+                    use_unpacked(Path(self.tables))
                 self._step = LanguageId(self.cfg)
             lang, confidence = identify(doc.text, self._step.identifier)
             doc.metadata["language"], doc.metadata["language_score"] = lang, confidence
@@ -210,13 +223,17 @@ def _reasons(stats: Any, step: str) -> dict[str, int]:
     return out
 
 
-def filter_steps(cfg: DatatroveConfig, tokenizer: Any) -> list[tuple[str, Any]]:
-    """(our step name, DataTrove filter): language, Gopher quality, Gopher repetition."""
+def filter_steps(
+    cfg: DatatroveConfig, tokenizer: Any, langid_tables: str | None = None
+) -> list[tuple[str, Any]]:
+    """(our step name, DataTrove filter): language, Gopher quality, Gopher repetition;
+    `langid_tables`: the language classifier's saved tables (`language.unpack_model`)."""
     from datatrove.pipeline.filters import GopherQualityFilter, GopherRepetitionFilter
 
     allowed = tuple(cfg.languages) if cfg.languages else None
+    language = __getattr__("PyLangIdFilter")(allowed, cfg.language_min_confidence, langid_tables)
     steps = [
-        ("language", __getattr__("PyLangIdFilter")(allowed, cfg.language_min_confidence)),
+        ("language", language),
         ("gopher", GopherQualityFilter(min_doc_words=cfg.gopher_min_words, language=tokenizer)),
     ]
     if cfg.repetition:
@@ -225,7 +242,7 @@ def filter_steps(cfg: DatatroveConfig, tokenizer: Any) -> list[tuple[str, Any]]:
 
 
 def build_stages(
-    cfg: DatatroveConfig, paths: list[str], out: Path
+    cfg: DatatroveConfig, paths: list[str], out: Path, langid_tables: str | None = None
 ) -> tuple[list[Any], list[str], int]:
     """The four executors (not run), the step names of stage 1 and its number of tasks."""
     from datatrove.executor import LocalPipelineExecutor
@@ -246,7 +263,7 @@ def build_stages(
     mh = MinhashConfig(
         n_grams=cfg.minhash_ngram, num_buckets=cfg.minhash_bands, hashes_per_bucket=cfg.minhash_rows
     )
-    filters = filter_steps(cfg, tokenizer)
+    filters = filter_steps(cfg, tokenizer, langid_tables)
     tasks = max(cfg.cpus, min(len(paths), 4 * cfg.cpus))
 
     def stage(name: str, steps: list[Any], n: int) -> Any:
@@ -358,13 +375,16 @@ def run_peer(
     paths: list[str],
     out: Path,
     log: Callable[..., None] | None = None,
+    langid_tables: str | None = None,
 ) -> dict[str, Any]:
-    """Run the four DataTrove stages on `paths` (jsonl files) into `out`; the summary."""
+    """Run the four DataTrove stages on `paths` (jsonl files) into `out`; the summary.
+    `langid_tables`: the language classifier's saved tables, which its workers map as ours
+    do (`language.unpack_model`; None: each worker loads the bundled model)."""
     _require_datatrove()
     from rayworks.pipelines.corpus import readers  # Ray Data: only when run
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # inherited by the workers: no downloads
-    stages, names, tasks = build_stages(cfg, paths, out)
+    stages, names, tasks = build_stages(cfg, paths, out, langid_tables)
     stage_s, results = {}, []
     start = time.perf_counter()
     for i, executor in enumerate(stages, start=1):
@@ -391,6 +411,7 @@ def run_peer(
 def run(cfg: DatatroveConfig, ctx: RunContext) -> dict[str, Any]:
     """DataTrove 0.10.1 peer of `corpus`: py3langid, Gopher filters, MinHash; docs/s, MB/s."""
     _require_datatrove()
+    from rayworks.pipelines.corpus.language import unpack_model
     from rayworks.pipelines.corpus.runner import resolve_inputs  # Ray Data: only when run
 
     paths, fmt, built = resolve_inputs(cfg, ctx)
@@ -399,6 +420,9 @@ def run(cfg: DatatroveConfig, ctx: RunContext) -> dict[str, Any]:
             f"the DataTrove peer reads jsonl(.gz) only (its JsonlReader); got input_format={fmt}."
         )
     ctx.progress(4, "corpus_datatrove")
-    summary = run_peer(cfg, paths, ctx.artifacts_dir, log=ctx.log)
+    # the same language tables as our workers map, from the same build cache: the peer
+    # pays no model load that ours does not (`chain.build_steps`)
+    tables = unpack_model(ctx.cache_root / "py3langid")
+    summary = run_peer(cfg, paths, ctx.artifacts_dir, log=ctx.log, langid_tables=str(tables))
     ctx.log(5, **{k: v for k, v in summary.items() if isinstance(v, int | float)})
     return {**summary, **built}

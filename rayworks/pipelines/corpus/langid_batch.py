@@ -24,9 +24,11 @@ prefix cut the text first.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from py3langid.langid import LanguageIdentifier
@@ -66,26 +68,79 @@ def automaton_depth(nextmove: np.ndarray, rowbase: np.ndarray) -> int:
         frontier, depth = nxt, depth + 1
 
 
+TABLES = ("nextmove", "rowbase", "output", "next_row", "ptc", "pc")
+"""The arrays of a `BatchLanguageId`, saved one `.npy` file each (`save`, `load`)."""
+TABLES_FORMAT = 1
+"""Version of the saved layout: a build cache keys its folder on it."""
+
+
 class BatchLanguageId:
     """Classify many texts per call with the tables of a py3langid `LanguageIdentifier`
-    loaded with `norm_probs=True`."""
+    loaded with `norm_probs=True` (`from_identifier`), or with those tables as saved by
+    `save` (`load`: memory-mapped, so every process of a machine reads one copy)."""
 
-    def __init__(self, identifier: LanguageIdentifier) -> None:
-        self.labels = identifier.labels
-        self.classes = list(identifier.nb_classes)
+    def __init__(
+        self,
+        tables: dict[str, np.ndarray],
+        classes: list[str],
+        aliases: list[tuple[int, int]],
+        depth: int,
+    ) -> None:
+        missing = set(TABLES) - set(tables)
+        if missing:
+            raise ValueError(f"BatchLanguageId: tables missing: {sorted(missing)}")
+        self.nextmove, self.rowbase, self.output = (tables[k] for k in TABLES[:3])
+        self.next_row, self.ptc, self.pc = (tables[k] for k in TABLES[3:])
+        self.classes = list(classes)
+        self.labels = self.classes
+        self.aliases = [(int(i), int(j)) for i, j in aliases]
+        self.depth = int(depth)
+
+    @classmethod
+    def from_identifier(cls, identifier: LanguageIdentifier) -> BatchLanguageId:
+        """The tables of a loaded py3langid model (~135 MB of arrays: seconds on a machine
+        whose fresh memory is slow; `load` maps a saved copy instead)."""
         # int32 tables: half the cache misses of int64 in the random look-ups
-        self.nextmove = np.asarray(identifier.tk_nextmove, dtype=np.int32)
-        self.rowbase = np.asarray(identifier.tk_row, dtype=np.int32) << 8
-        self.output = np.asarray(identifier.tk_output, dtype=np.int32)
-        # the row of the state each move leads to (39 MB): the walk then reads one table
-        # per byte and step instead of two
-        self.next_row = self.rowbase[self.nextmove]
-        # float32 copy (57 MB): numpy has no fast float16 matmul, which cost py3langid
-        # as much time as its byte loop on long texts
-        self.ptc = np.asarray(identifier.nb_ptc, dtype=np.float32)  # (features, classes)
-        self.pc = np.asarray(identifier.nb_pc, dtype=np.float32)
-        self.aliases = list(identifier._alias_pairs)
-        self.depth = automaton_depth(self.nextmove, self.rowbase)
+        nextmove = np.asarray(identifier.tk_nextmove, dtype=np.int32)
+        rowbase = np.asarray(identifier.tk_row, dtype=np.int32) << 8
+        tables = {
+            "nextmove": nextmove,
+            "rowbase": rowbase,
+            "output": np.asarray(identifier.tk_output, dtype=np.int32),
+            # the row of the state each move leads to (39 MB): the walk then reads one
+            # table per byte and step instead of two
+            "next_row": rowbase[nextmove],
+            # float32 copy (57 MB): numpy has no fast float16 matmul, which cost py3langid
+            # as much time as its byte loop on long texts
+            "ptc": np.asarray(identifier.nb_ptc, dtype=np.float32),  # (features, classes)
+            "pc": np.asarray(identifier.nb_pc, dtype=np.float32),
+        }
+        return cls(
+            tables,
+            list(identifier.nb_classes),
+            list(identifier._alias_pairs),
+            automaton_depth(nextmove, rowbase),
+        )
+
+    def save(self, folder: Path) -> None:
+        """Every table as `<name>.npy` and the rest as `meta.json` in `folder`."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in TABLES:
+            np.save(folder / f"{name}.npy", getattr(self, name), allow_pickle=False)
+        meta = {"classes": self.classes, "aliases": self.aliases, "depth": self.depth}
+        (folder / "meta.json").write_text(json.dumps(meta))
+
+    @classmethod
+    def load(cls, folder: Path) -> BatchLanguageId:
+        """The classifier `save` wrote to `folder`, its tables memory-mapped read-only:
+        no copy, and the pages are the page cache's, shared by every process that maps
+        them (`language.unpack_model`)."""
+        meta = json.loads((folder / "meta.json").read_text())
+        tables = {
+            name: np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False))
+            for name in TABLES
+        }
+        return cls(tables, meta["classes"], meta["aliases"], meta["depth"])
 
     def features(self, data: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """Feature index (or -1) emitted after each byte of `data`, where `offset[i]` is

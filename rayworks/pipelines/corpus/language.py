@@ -29,9 +29,6 @@ label on 99.5% of them, 99.1% of the 1,205 longer than the prefix; 1,024: 99.3% 
 
 from __future__ import annotations
 
-import lzma
-import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,11 +38,10 @@ from typing import ClassVar
 
 import numpy as np
 from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
-from py3langid.modelio import _to_array
 
 from rayworks.core.build_cache import digest, locked_build
+from rayworks.pipelines.corpus.langid_batch import TABLES_FORMAT, BatchLanguageId
 from rayworks.pipelines.corpus.langid_batch import UNDETERMINED as UNDETERMINED
-from rayworks.pipelines.corpus.langid_batch import BatchLanguageId
 from rayworks.pipelines.corpus.step import Batch, judge, scored_rows, spread
 
 LOW_CONFIDENCE = "language:low_confidence"
@@ -53,72 +49,62 @@ NOT_ALLOWED = "language:not_allowed"
 
 
 _UNPACKED: list[Path] = []
-"""The unpacked model file this process loads instead of the bundled one (`use_unpacked`)."""
+"""The saved classifier tables this process maps instead of loading the model (`use_unpacked`)."""
 
 
 def unpack_model(folder: Path) -> Path:
-    """py3langid's bundled model (npz inside LZMA) decompressed once into `folder` (a build
-    cache: one file per py3langid version and model size), under a lock. Loading it skips
-    the LZMA step, ~0.8 of the ~0.9 s a process spends on the model (`load_identifier`)."""
+    """The vectorized classifier's tables of py3langid's bundled model
+    (`BatchLanguageId.save`), built once into `folder` (a build cache: one folder per
+    py3langid version, model size and table layout) under a lock; returns their folder.
+
+    Why: loading the model costs ~0.9 s (LZMA) and then ~135 MB of fresh arrays per
+    process, seconds on a machine whose fresh memory is slow (docs/corpus.md, "Speed");
+    mapped (`use_unpacked`), the tables cost milliseconds and every process of the machine
+    reads the same pages of the page cache."""
     bundled = MODEL_DIR / MODEL_FILE
-    key = digest(f"{version('py3langid')}:{bundled.stat().st_size}")
-    target = Path(folder) / f"model-{key}" / "model.npz"
+    key = digest(f"{version('py3langid')}:{bundled.stat().st_size}:{TABLES_FORMAT}")
+    target = Path(folder) / f"tables-{key}"
 
-    def build() -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".model.npz.tmp-{os.getpid()}")
-        with lzma.open(bundled) as src, tmp.open("wb") as dst:
-            shutil.copyfileobj(src, dst, length=1 << 20)
-        tmp.replace(target)
+    def build() -> None:  # meta.json, written last, marks the folder complete
+        BatchLanguageId.from_identifier(bundled_identifier()).save(target)
 
-    locked_build(target.parent, target, build)
-    return target
+    return locked_build(target, target / "meta.json", build)
 
 
 def use_unpacked(path: Path) -> None:
-    """Load the model from `path` (`unpack_model`) in this process from now on."""
+    """Map the tables in `path` (`unpack_model`) in this process from now on."""
     _UNPACKED[:] = [Path(path)]
-    load_identifier.cache_clear()
     batch_identifier.cache_clear()
 
 
 @lru_cache(maxsize=1)
-def load_identifier() -> LanguageIdentifier:
+def bundled_identifier() -> LanguageIdentifier:
     """The bundled py3langid model in normalized-probability mode, loaded once per process
-    and shared by every step of that process (read-only use only); from the unpacked copy
-    when `use_unpacked` named one (the arrays py3langid's own loader returns)."""
-    if not _UNPACKED:
-        return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    with np.load(_UNPACKED[0], allow_pickle=False) as data:
-        return LanguageIdentifier(
-            data["ptc"],
-            data["pc"],
-            data["classes"].tolist(),
-            _to_array(data["nextmove"]),
-            data["out_feat"].tolist(),
-            norm_probs=True,
-            tk_row=_to_array(data["nextmove_row"]),
-        )
+    (read-only use only): the reference the vectorized classifier is built from and
+    checked against."""
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 @lru_cache(maxsize=2)
 def batch_identifier(identifier: LanguageIdentifier | None = None) -> BatchLanguageId:
-    """The vectorized classifier over `identifier`'s tables (default: `load_identifier`),
-    built once per process."""
-    return BatchLanguageId(identifier or load_identifier())
+    """The vectorized classifier, built once per process: over `identifier`'s tables, or
+    by default mapped from the tables `use_unpacked` named, else over the bundled model."""
+    if identifier is None and _UNPACKED:
+        return BatchLanguageId.load(_UNPACKED[0])
+    return BatchLanguageId.from_identifier(identifier or bundled_identifier())
 
 
-def identify(text: str, identifier: LanguageIdentifier | None = None) -> tuple[str, float]:
+def identify(text: str, classifier: BatchLanguageId | None = None) -> tuple[str, float]:
     """(language, confidence in [0, 1]) of `text`; ("und", 0.0) when it has no letters or
     digits at all (the model would otherwise return a uniform, meaningless guess)."""
-    return identify_many([text], identifier)[0]
+    return identify_many([text], classifier)[0]
 
 
 def identify_many(
-    texts: Sequence[str], identifier: LanguageIdentifier | None = None
+    texts: Sequence[str], classifier: BatchLanguageId | None = None
 ) -> list[tuple[str, float]]:
-    """`identify` for many texts in one vectorized call."""
-    return batch_identifier(identifier).classify(texts)
+    """`identify` for many texts in one vectorized call (default: `batch_identifier()`)."""
+    return (classifier or batch_identifier()).classify(texts)
 
 
 @dataclass(frozen=True)
@@ -144,7 +130,7 @@ class LanguageIdConfig:
         if self.max_chars is not None and self.max_chars < 1:
             raise ValueError(f"LanguageIdConfig.max_chars: {self.max_chars} < 1")
         if self.allowed is not None:
-            unknown = set(self.allowed) - set(load_identifier().labels)
+            unknown = set(self.allowed) - set(batch_identifier().labels)
             if unknown:
                 raise ValueError(f"LanguageIdConfig.allowed: unknown to py3langid: {unknown}")
 
@@ -157,8 +143,7 @@ class LanguageId:
 
     def __init__(self, cfg: LanguageIdConfig | None = None) -> None:
         self.cfg = cfg or LanguageIdConfig()
-        self.identifier = load_identifier()
-        batch_identifier(self.identifier)  # built here, in the actor, not on the first batch
+        self.identifier = batch_identifier()  # here, in the worker, not on the first batch
 
     def verdict(self, lang: str, confidence: float) -> str:
         if confidence < self.cfg.min_confidence:

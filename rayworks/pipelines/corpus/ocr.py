@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from rayworks.pipelines.corpus.language import batch_identifier, load_identifier
+from rayworks.pipelines.corpus.language import batch_identifier
 from rayworks.pipelines.corpus.step import Batch, add_scores, judge, scored_rows
 from rayworks.pipelines.corpus.textview import TextView, views
 
@@ -150,7 +150,7 @@ def ocr_scores(
     """`segments`, `numeric_ratio` and `consistency` (share of checked segments in a
     document language; 1.0 when no segment can be checked) of each planned row, with one
     classifier call for all segments and windows of all rows."""
-    identifier = batch_identifier(load_identifier())
+    identifier = batch_identifier()
     windows = iter(identifier.classify([w for p in plans for w in p.windows]))
     segments = iter(identifier.classify([s for p in plans for s in p.checked]))
     out = []
@@ -182,7 +182,7 @@ class OCRQuality:
 
     def __init__(self, cfg: OCRQualityConfig | None = None) -> None:
         self.cfg = cfg or OCRQualityConfig()
-        batch_identifier(load_identifier())  # loaded here, in the actor, not per batch
+        batch_identifier()  # here, in the worker, not on the first batch
 
     def verdict(self, s: dict[str, float]) -> str:
         limit = self.cfg.min_consistency

@@ -65,9 +65,9 @@ def test_vectorized_walk_emits_the_features_of_the_byte_loop() -> None:
     import numpy as np
 
     from rayworks.pipelines.corpus.langid_batch import _BLOCK, _encode
-    from rayworks.pipelines.corpus.language import batch_identifier, load_identifier
+    from rayworks.pipelines.corpus.language import batch_identifier, bundled_identifier
 
-    identifier = load_identifier()
+    identifier = bundled_identifier()
     texts = ["", "a", "ab", *TEXTS.values(), "Grüße aus Köln. " * 900, "xyz" * 40000, "fin"]
     encoded = [_encode(t) for t in texts]
     lengths = np.array([len(e) for e in encoded])
@@ -97,28 +97,34 @@ def test_scores_do_not_depend_on_how_texts_are_grouped() -> None:
         assert np.array_equal(classifier.scores([text])[0], together[i])
 
 
-def test_unpacked_model_classifies_as_the_bundled_one(tmp_path) -> None:
-    """The model decompressed into a build cache (`unpack_model`, built once, then reused)
-    holds the bundled model's tables: same labels and confidences."""
+def test_unpacked_tables_classify_as_the_bundled_model(tmp_path) -> None:
+    """The classifier's tables saved into a build cache (`unpack_model`, built once, then
+    reused) and memory-mapped (`use_unpacked`) classify as the bundled model does, to the
+    last bit of the confidence, and map read-only: one copy per machine."""
+    import numpy as np
+
     from rayworks.pipelines.corpus import language
+    from rayworks.pipelines.corpus.langid_batch import TABLES
 
     texts = [*TEXTS.values(), "def f(x):\n    return x  # code", "¿Qué tal? 東京 Москва"]
     bundled = LanguageId()({"text": texts})
     first = language.unpack_model(tmp_path)
-    stamp = first.stat().st_mtime_ns
-    assert language.unpack_model(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    stamp = (first / "meta.json").stat().st_mtime_ns
+    assert language.unpack_model(tmp_path) == first
+    assert (first / "meta.json").stat().st_mtime_ns == stamp
     try:
         language.use_unpacked(first)
         unpacked = LanguageId()({"text": texts})
-        ours = language.load_identifier()
+        mapped = language.batch_identifier()
     finally:
         language._UNPACKED.clear()
-        language.load_identifier.cache_clear()
         language.batch_identifier.cache_clear()
     assert list(unpacked["lang"]) == list(bundled["lang"])
     assert list(unpacked["lang_confidence"]) == list(bundled["lang_confidence"])
-    reference = language.LanguageIdentifier.from_model_file(language.MODEL_FILE, norm_probs=True)
-    assert ours is not reference and ours.nb_classes == reference.nb_classes
-    assert (ours.nb_ptc == reference.nb_ptc).all() and (ours.nb_pc == reference.nb_pc).all()
-    assert ours.tk_nextmove == reference.tk_nextmove and ours.tk_row == reference.tk_row
-    assert ours.tk_output == reference.tk_output
+    built = language.batch_identifier()
+    assert mapped is not built and (mapped.classes, mapped.depth) == (built.classes, built.depth)
+    assert mapped.aliases == built.aliases
+    for name in TABLES:
+        table = getattr(mapped, name)
+        assert isinstance(table.base, np.memmap) and not table.flags.writeable, name
+        assert np.array_equal(table, getattr(built, name)), name

@@ -23,7 +23,7 @@ from _corpus_sample import local_rows, local_texts
 
 from rayworks.pipelines.corpus.code_quality import CodeQualityConfig, code_scores
 from rayworks.pipelines.corpus.langid_batch import _BLOCK
-from rayworks.pipelines.corpus.language import identify_many, load_identifier
+from rayworks.pipelines.corpus.language import bundled_identifier, identify_many
 from rayworks.pipelines.corpus.normalize import NormalizeConfig, normalize_text
 from rayworks.pipelines.corpus.ocr import OCRQuality, OCRQualityConfig
 from rayworks.pipelines.corpus.quality import (
@@ -196,7 +196,7 @@ def _old_segments(text: str, cfg: OCRQualityConfig) -> list[str]:
 def old_ocr_scores(text: str, doc_lang: str | None, cfg: OCRQualityConfig) -> dict[str, float]:
     """`segments`, `numeric_ratio` and `consistency` (share of language-checked segments
     whose language is a document language; 1.0 when no segment can be checked)."""
-    identifier = load_identifier()
+    identifier = bundled_identifier()
     segments = _old_segments(text, cfg)
     if len(segments) > cfg.max_segments:
         picks = np.linspace(0, len(segments) - 1, cfg.max_segments).round().astype(int)
@@ -255,7 +255,7 @@ def _raw_rows() -> list[dict]:
 
 def test_language_same_labels_and_confidences() -> None:
     texts = samples()
-    identifier = load_identifier()
+    identifier = bundled_identifier()
     old = [old_identify(t, identifier) for t in texts]
     new = identify_many(texts)
     assert [lang for lang, _ in new] == [lang for lang, _ in old]
@@ -307,7 +307,7 @@ def test_language_same_on_texts_longer_than_a_walk_block() -> None:
     joined = "\n".join(local_texts())
     texts = [joined[:150_000], joined[-(_BLOCK + 7) :], ("é" * 7 + " ") * 9000]
     assert all(len(t.encode()) > _BLOCK for t in texts)
-    identifier = load_identifier()
+    identifier = bundled_identifier()
     old = [old_identify(t, identifier) for t in texts]
     new = identify_many(texts)
     assert [lang for lang, _ in new] == [lang for lang, _ in old]
