@@ -1,8 +1,8 @@
 """A time budget per batch: a stuck batch never hangs a corpus run.
 
-The step chain (`chain.py`) runs in a child process of the scoring actor. The actor sends
-it a batch and waits at most `budget_s` seconds for the scored batch; the child writes the
-index of the step it is in into shared memory, so a batch over budget is named by its
+The step chain (`chain.py`) runs in a child process of the scoring task's worker. The
+worker sends it a batch and waits at most `budget_s` seconds for the scored batch; the
+child says which step it starts before each one, so a batch over budget is named by its
 step. A batch over budget is retried once, row by row, in a fresh child, each row under
 the same budget; a row over budget again (or one whose child dies, e.g. killed for
 memory) is returned as a timeout `(row, "timeout:<step>")` or `(row, "crash:<step>")`,
@@ -13,19 +13,28 @@ Why a process: a Python thread cannot be stopped, and a signal only interrupts t
 thread, which in the Ray Data actors that scored before (`fanout.py`) was not the thread
 running the batch (measured: the UDF ran on another thread). A process can be killed
 whatever it is doing, C code included, and its memory is returned when it is.
-The child is spawned (a fresh interpreter): forking a Ray worker, which runs threads, can
-deadlock the child. The batches cross a pipe as Arrow tables (a copy per batch, small
-against the scoring, which costs tens of milliseconds per 64 KB document even after the
-rewrite of the steps, measured on our 2-core machines).
+
+The child is a fresh interpreter (forking a Ray worker, which runs threads, can deadlock
+the child) started by `subprocess`, not `multiprocessing`'s spawn: spawn runs the parent's
+main module again in the child, which in a Ray worker is Ray's worker script, so every
+child imported Ray (~0.3 s and tens of MB of fresh memory before its first step; measured
+on our 2-core machines, docs/results.md, corpus). This child imports the steps alone: it
+gets the parent's `sys.path`, then the steps' factory, over a socket pair. The batches
+cross it as Arrow tables (a copy per batch, small against the scoring, which costs tens of
+milliseconds per 64 KB document even after the rewrite of the steps).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
 import time
 import traceback
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,10 +92,12 @@ def _next(conn: Connection) -> pa.Table | None:
         return None
 
 
-def _child(conn: Connection, current: Any, build: Callable[[], Sequence[Any]]) -> None:
-    """The child's loop: build the steps, then score every table sent until None."""
+def child_main(conn: Connection) -> None:
+    """The child's loop: build the steps, then score every table sent until None, telling
+    the parent the index of each step before it runs it."""
     from rayworks.pipelines.corpus.chain import StepChain
 
+    build = conn.recv()
     try:
         chain = StepChain(build())
     except BaseException:
@@ -95,14 +106,36 @@ def _child(conn: Connection, current: Any, build: Callable[[], Sequence[Any]]) -
     conn.send(("ready", chain.names))
 
     def mark(i: int) -> None:
-        current.value = i
+        conn.send(("step", i))
 
     while (table := _next(conn)) is not None:
         try:
             out = to_table(chain(to_batch(table), on_step=mark), table.schema)
             conn.send(("ok", out, chain.take_seconds()))
+        except (BrokenPipeError, ConnectionResetError):  # the parent is gone
+            return
         except BaseException:
             conn.send(("error", traceback.format_exc()))
+
+
+_BOOT = """
+import sys
+from multiprocessing.connection import Connection
+conn = Connection(int(sys.argv[1]))
+sys.path[:] = conn.recv()
+from rayworks.pipelines.corpus.guard import child_main
+child_main(conn)
+"""
+"""The child's program: the parent's import path first, then `child_main`."""
+
+
+def _stop(proc: subprocess.Popen, conn: Connection) -> None:
+    """Kill the child (it may be stuck in a step) and close the parent's end."""
+    if proc.poll() is None:
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+    conn.close()
 
 
 @dataclass
@@ -123,20 +156,25 @@ class GuardedChain:
         self.build, self.budget_s = build, budget_s
         self.seconds: Counter[str] = Counter()
         self.restarts = 0
-        self._ctx = mp.get_context("spawn")
-        self._proc: Any = None
+        self._stopper: weakref.finalize | None = None
         self._start()
 
     def _start(self) -> None:
-        """Spawn a child; it builds its steps while the actor reads its first unit."""
-        ours, theirs = self._ctx.Pipe()
-        self._current = self._ctx.Value("i", -1, lock=False)
-        self._proc = self._ctx.Process(
-            target=_child, args=(theirs, self._current, self.build), daemon=True
-        )
-        self._proc.start()
-        theirs.close()
-        self._conn = ours
+        """Start a child; it builds its steps while the worker reads its first unit."""
+        ours, theirs = socket.socketpair()
+        with theirs:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+            )
+        self._conn = Connection(ours.detach())
+        self._conn.send(list(sys.path))
+        self._conn.send(self.build)
+        self._proc = proc
+        # killed with this object, or at the worker's exit (a child busy in a step would
+        # otherwise run on until it next reads the socket)
+        self._stopper = weakref.finalize(self, _stop, proc, self._conn)
+        self._step = -1
         self.names: list[str] = []
 
     def _ready(self) -> None:
@@ -163,24 +201,35 @@ class GuardedChain:
         self.restarts += 1
         self._start()
 
+    def _result(self) -> tuple[tuple | None, bool]:
+        """(the child's answer to a batch, or None; whether it came within the budget),
+        reading the step marks that precede it."""
+        deadline = time.monotonic() + self.budget_s
+        while True:
+            if not self._conn.poll(max(0.0, deadline - time.monotonic())):
+                return None, False
+            msg = self._receive()
+            if msg is None or msg[0] != "step":
+                return msg, True
+            self._step = msg[1]
+
     def _run(self, table: pa.Table) -> pa.Table | str:
         """The scored table, or the reason it has none (`timeout:<step>`, `crash:<step>`)."""
         self._ready()
-        self._current.value = -1
+        self._step = -1
         try:
             self._conn.send(table)
         except (BrokenPipeError, OSError):
             self._restart()
             self._ready()
             self._conn.send(table)
-        done = self._conn.poll(self.budget_s)
-        msg = self._receive() if done else None
+        msg, done = self._result()
         if msg is not None and msg[0] == "ok":
             self.seconds.update(msg[2])
             return msg[1]
         if msg is not None:  # a step raised: a bug, not a slow row
             raise RayworksError(f"a corpus step failed:\n{msg[1]}")
-        index = self._current.value
+        index = self._step
         step = self.names[index] if 0 <= index < len(self.names) else "start"
         self._restart()
         return f"{'timeout' if not done else 'crash'}:{step}"
@@ -206,18 +255,9 @@ class GuardedChain:
 
     def close(self) -> None:
         """Stop the child (killed: it may be stuck in a step)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=30)
-        conn = getattr(self, "_conn", None)
-        if conn is not None:
-            conn.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to stop
-            self.close()
+        stopper, self._stopper = self._stopper, None
+        if stopper is not None:
+            stopper()
 
 
 class LocalChain:
@@ -256,9 +296,33 @@ class SleepOn:
         return batch
 
 
+class ExitOn:
+    """Step `exit`, for fault drills and tests of the budget: a batch holding a row whose
+    text contains `marker` ends its process at once (a stand-in for a child killed for
+    memory in a step); every other batch passes unchanged."""
+
+    name = "exit"
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self, batch: Batch) -> Batch:
+        if any(self.marker in str(text) for text in batch["text"]):
+            os._exit(9)
+        return batch
+
+
 def stalling_steps(cfg: Any, marker: str, seconds: float) -> list[Any]:
     """`chain.build_steps(cfg)` with a `SleepOn` after normalize (for `StepsFactory`)."""
     from rayworks.pipelines.corpus.chain import build_steps
 
     steps = build_steps(cfg)
     return [steps[0], SleepOn(marker, seconds), *steps[1:]]
+
+
+def crashing_steps(cfg: Any, marker: str) -> list[Any]:
+    """`chain.build_steps(cfg)` with an `ExitOn` after normalize (for `StepsFactory`)."""
+    from rayworks.pipelines.corpus.chain import build_steps
+
+    steps = build_steps(cfg)
+    return [steps[0], ExitOn(marker), *steps[1:]]

@@ -52,6 +52,25 @@ def test_a_stuck_row_is_rejected_with_its_step_and_the_rest_is_scored(tmp_path: 
     assert MARKER in rejects[0]["raw"]
 
 
+def test_a_row_that_kills_its_child_is_rejected_as_a_crash(tmp_path: Path):
+    """A child that dies in a step (as one killed for memory would) is replaced; the row
+    that kills it again is rejected `crash:<step>`, the rest of its batch is scored, and
+    no child outlives `close`."""
+    cfg = CorpusConfig(inputs=[_input(tmp_path / "in.jsonl")], batch_size=8, batch_timeout_s=60)
+    (unit,) = plan_units(list(cfg.inputs), cfg.unit_bytes, "jsonl")
+    build = StepsFactory("rayworks.pipelines.corpus.guard:crashing_steps", cfg, MARKER)
+    chain = GuardedChain(build, budget_s=60)
+    try:
+        manifest = score_unit(unit, "jsonl", cfg, chain, tmp_path / "scored", tmp_path / "rej")
+    finally:
+        chain.close()
+    assert chain._proc.poll() is not None
+    assert manifest["rejected"] == {"crash:exit": 1} and manifest["restarts"] == 2
+    assert (manifest["in"], manifest["scored"]) == (6, 5)
+    rejects = pq.read_table(tmp_path / "rej" / unit.name).to_pylist()
+    assert [(r["line"], r["reason"]) for r in rejects] == [(4, "crash:exit")]
+
+
 def test_the_guarded_chain_scores_as_the_chain_in_process(tmp_path: Path):
     cfg = CorpusConfig(inputs=[_input(tmp_path / "in.jsonl")], near_dedup=True)
     good, _ = readers.split_table(readers.unit_table(cfg.inputs, "jsonl", reader_config(cfg)))
