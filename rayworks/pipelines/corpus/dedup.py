@@ -28,7 +28,7 @@ dropped before clustering, which gives the clusters near dedup finds after exact
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -257,11 +257,14 @@ def fetch_unit(
     )
 
 
+_SAMPLE = pa.schema([("id", pa.string()), (ROW_ID, pa.int64()), ("text", pa.string())])
+
+
 @dataclass
 class Fetched:
     signatures: dict[int, np.ndarray] = field(default_factory=dict)
     ids: dict[int, str] = field(default_factory=dict)
-    sample: list[tuple[str, int, str]] = field(default_factory=list)  # (id, row id, text)
+    sample: pa.Table = field(default_factory=_SAMPLE.empty_table)  # id, row id, text
     driver_bytes: int = 0
 
 
@@ -278,7 +281,9 @@ def fetch(
     """Execution 2 of the global phase (see the module docstring): the signatures of the
     rows on near edges, and each unit's `sample_prefix` of the tokenizer sample's
     candidates (at most `docs` documents and `max_chars` characters that cannot drop);
-    one task per unit, `cpus` at a time."""
+    one task per unit, `cpus` at a time. The candidates stay Arrow columns on the object
+    store's pages (`sample_order`, `sample_texts`): the driver never holds them as Python
+    strings all at once."""
     kwargs = {
         "ends": np.fromiter(ends, np.int64, len(ends)),
         "later": np.fromiter(later, np.int64, len(later)),
@@ -288,15 +293,39 @@ def fetch(
         "max_chars": max_chars,
     }
     out = Fetched()
+    parts = []
     for _, t in fan_units(fetch_unit, [{"path": f} for f in files], cpus, kwargs):
         out.driver_bytes += t.nbytes
-        rows, ids = t[ROW_ID].to_pylist(), t["id"].to_pylist()
-        for row, doc_id, sig, text in zip(
-            rows, ids, t[SIGNATURE].to_pylist(), t["text"].to_pylist(), strict=True
+        edge = t.filter(t[SIGNATURE].is_valid())
+        for row, doc_id, sig in zip(
+            edge[ROW_ID].to_pylist(),
+            edge["id"].to_pylist(),
+            edge[SIGNATURE].to_pylist(),
+            strict=True,
         ):
-            if sig is not None:
-                out.signatures[row] = decode_signature(sig)
-                out.ids[row] = doc_id
-            if text is not None:
-                out.sample.append((doc_id, row, text))
+            out.signatures[row] = decode_signature(sig)
+            out.ids[row] = doc_id
+        parts.append(t.select(_SAMPLE.names))
+    if parts:  # concatenating tables copies no data
+        out.sample = pa.concat_tables(parts)
     return out
+
+
+def sample_order(sample: pa.Table, dropped: Sequence[int], docs: int) -> np.ndarray:
+    """Positions in `sample` (`Fetched.sample`) of the tokenizer sample, in order: the
+    candidates (text not null) whose row is not in `dropped`, by id then text, the first
+    `docs` of them. Sorting reads the ids (and a text only where ids tie), not the texts."""
+    order = pc.sort_indices(sample, sort_keys=[("id", "ascending"), ("text", "ascending")])
+    order = order.to_numpy()
+    rows = sample[ROW_ID].to_numpy()
+    has_text = sample["text"].is_valid().to_numpy(zero_copy_only=False)
+    gone = np.isin(rows, np.asarray(dropped, dtype=np.int64))
+    order = order[has_text[order] & ~gone[order]]
+    return order[:docs]
+
+
+def sample_texts(sample: pa.Table, order: np.ndarray) -> Iterator[str]:
+    """The texts at `order` (`sample_order`), one Python string at a time."""
+    texts = sample["text"]
+    for i in order.tolist():
+        yield texts[i].as_py()

@@ -49,7 +49,13 @@ from rayworks.pipelines.corpus import readers
 from rayworks.pipelines.corpus.chain import STEP_ORDER
 from rayworks.pipelines.corpus.config import CorpusConfig
 from rayworks.pipelines.corpus.datasheet import write_datasheet
-from rayworks.pipelines.corpus.dedup import fetch, find_links, sample_cutoff
+from rayworks.pipelines.corpus.dedup import (
+    fetch,
+    find_links,
+    sample_cutoff,
+    sample_order,
+    sample_texts,
+)
 from rayworks.pipelines.corpus.fanout import fan_units
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
@@ -203,13 +209,13 @@ def global_phase(
         found = resolve(links.edges, fetched.signatures, fetched.ids, near)
         near_drop = found.drop
         dedup_stats["near"] = found.stats()
-    sample = sorted((i, text) for i, row, text in fetched.sample if row not in near_drop)
+    order = sample_order(fetched.sample, sorted(near_drop), cfg.tokenizer_sample_docs)
     tokenizer = None
-    if sample:
-        texts = (text for _, text in sample[: cfg.tokenizer_sample_docs])
+    if len(order):
         tok_cfg = TokenizerConfig(
             vocab_size=cfg.tokenizer_vocab_size, max_chars=cfg.tokenizer_sample_chars
         )
+        texts = sample_texts(fetched.sample, order)
         tokenizer = train_bpe(texts, tok_cfg, out / "tokenizer.json")
     timing["cluster + tokenizer"] = clock() - t
 

@@ -52,3 +52,34 @@ def test_prefixes_hold_the_whole_sample(seed: int) -> None:
     assert _sample(kept, dropped, docs, max_chars) == _sample(everything, dropped, docs, max_chars)
     if max_chars is None and docs == 1000:
         assert len(kept) == len(everything)  # no cap: every candidate goes
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sample_order_is_the_sorted_survivors(seed: int) -> None:
+    """`sample_order` + `sample_texts` over the fetched Arrow parts (rows without text, on a
+    near edge only, among them) give what sorting the survivors' (id, text) pairs in
+    Python gave: ids tie now and then (then the text decides), dropped rows and rows
+    without text are skipped, the first `docs` are taken."""
+    import pyarrow as pa
+
+    from rayworks.pipelines.corpus.dedup import _SAMPLE, sample_order, sample_texts
+
+    rng = random.Random(seed)
+    parts, rows = [], []
+    for u in range(rng.randrange(1, 5)):
+        part = [
+            (
+                format(rng.getrandbits(6), "02x"),  # few distinct ids: ties
+                (u << 32) + r,
+                None if rng.random() < 0.2 else f"t{rng.randrange(50)}" + "é" * rng.randrange(3),
+            )
+            for r in range(rng.randrange(0, 25))
+        ]
+        rows += part
+        parts.append(pa.Table.from_pylist([dict(zip(_SAMPLE.names, p)) for p in part], _SAMPLE))
+    sample = pa.concat_tables(parts)
+    dropped = sorted(row for _, row, _ in rows if rng.random() < 0.3)
+    docs = rng.choice([1, 5, 1000])
+    expected = sorted((i, t) for i, row, t in rows if t is not None and row not in dropped)
+    order = sample_order(sample, dropped, docs)
+    assert list(sample_texts(sample, order)) == [t for _, t in expected[:docs]]
