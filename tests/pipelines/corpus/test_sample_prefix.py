@@ -76,7 +76,9 @@ def test_sample_order_is_the_sorted_survivors(seed: int) -> None:
             for r in range(rng.randrange(0, 25))
         ]
         rows += part
-        parts.append(pa.Table.from_pylist([dict(zip(_SAMPLE.names, p, strict=True)) for p in part], _SAMPLE))
+        parts.append(
+            pa.Table.from_pylist([dict(zip(_SAMPLE.names, p, strict=True)) for p in part], _SAMPLE)
+        )
     sample = pa.concat_tables(parts)
     dropped = sorted(row for _, row, _ in rows if rng.random() < 0.3)
     docs = rng.choice([1, 5, 1000])
