@@ -16,8 +16,8 @@ files, so one big shard would leave its second CPU idle), then runs on those fil
   and with spaCy, DataTrove's own English tokenizer, on `--spacy-cpus`.
 
 Each run's `seconds` is its own wall clock from resolved inputs to counts (Ray start-up,
-the corpus build and the language classifier's tables, which both sides map from the runs'
-build cache, are outside it; DataTrove's worker-pool start-ups are inside). docs/s =
+the corpus build and the language classifier's tables, which each side builds into the
+runs' build cache before its clock starts if they are missing, then maps, are outside it; DataTrove's worker-pool start-ups are inside). docs/s =
 input records (every jsonl line, the summaries' `in` and `docs_counted`) / seconds; MB/s =
 input file MiB (gzip as stored) / seconds, both sides alike.
 `--pin` runs every arm in a fresh process of its own whose CPU affinity is the arm's CPUs
@@ -225,11 +225,6 @@ def main(argv: list[str] | None = None) -> int:
     built = build_input(
         inputs, args.max_docs, args.rows_per_shard, args.max_packages, args.max_docs_per_package
     )
-    # the language classifier's tables, which both sides map from the runs' build cache
-    # (`language.unpack_model`): built once per machine, like the corpus, not timed
-    from rayworks.pipelines.corpus.language import unpack_model
-
-    unpack_model(root / "runs" / "cache" / "py3langid")
     arms = plan(args.spacy_cpus, args.only)
     runs: dict[str, list[dict[str, Any]]] = {a.label: [] for a in arms}
     for _ in range(args.repeats):

@@ -63,6 +63,7 @@ from rayworks.pipelines.corpus.finalize import (
     merge_stats,
     unified_schema,
 )
+from rayworks.pipelines.corpus.language import unpack_model
 from rayworks.pipelines.corpus.neardup import resolve
 from rayworks.pipelines.corpus.schema import PIPELINE_VERSION
 from rayworks.pipelines.corpus.score_unit import score_unit_task
@@ -254,6 +255,10 @@ def global_phase(
 def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     """Curate the inputs unit by unit (resumable), then dedup, tokenize, write, account."""
     paths, fmt, built = resolve_inputs(cfg, ctx)  # raises on a wrong path before any Ray work
+    # the language classifier's tables, built once per machine into the build cache (like
+    # the local corpus above), so no run's clock holds their build; the scoring children
+    # map them (`chain.build_steps`), as the DataTrove peer does
+    unpack_model(ctx.cache_root / "py3langid")
     start = time.perf_counter()
     out = ctx.artifacts_dir
     work = WorkDir(out / "work", outputs=[out / "rejects"])
