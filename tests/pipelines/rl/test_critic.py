@@ -48,15 +48,17 @@ def test_critic_values_update_and_restart(ray_session, backbone, tmp_path):
     actor = ray.get_actor(actor_name("t1", 0), namespace=NAMESPACE)
     ray.kill(actor, no_restart=False)
     deadline = time.time() + 60
-    while True:  # calls retry on the restarted actor
+    while True:  # ray.kill is asynchronous: wait for the restarted incarnation to answer
         try:
-            after = ray.get(critics[0].values.remote(b), timeout=30)
-            break
+            info = ray.get(critics[0].info.remote(), timeout=30)
+            if info["restarts"] >= 1:
+                break
         except ray.exceptions.RayActorError:
-            assert time.time() < deadline
-            time.sleep(0.5)
+            pass
+        assert time.time() < deadline, "the critic actor was not restarted within 60 s"
+        time.sleep(0.1)
+    after = ray.get(critics[0].values.remote(b), timeout=30)
     torch.testing.assert_close(after, trained)
-    info = ray.get(critics[0].info.remote())
     assert info["restarts"] == 1 and info["step"] == 2
 
     # Learner checkpoints hold every critic; restore rolls a critic back to that state.
