@@ -18,8 +18,9 @@ files, so one big shard would leave its second CPU idle), then runs on those fil
 Each run's `seconds` is its own wall clock from resolved inputs to counts (Ray start-up,
 the corpus build and the language classifier's tables, which each side builds into the
 runs' build cache before its clock starts if they are missing, then maps, are outside
-it; DataTrove's worker-pool start-ups are inside). docs/s = input records (every jsonl line, the summaries' `in` and `docs_counted`) / seconds; MB/s =
-input file MiB (gzip as stored) / seconds, both sides alike.
+it; DataTrove's worker-pool start-ups are inside). docs/s = input records (every jsonl
+line, the summaries' `in` and `docs_counted`) / seconds; MB/s = input file MiB (gzip as
+stored) / seconds, both sides alike.
 `--pin` runs every arm in a fresh process of its own whose CPU affinity is the arm's CPUs
 (cores 0..cpus-1), inherited by everything the arm starts (Ray's daemons and workers,
 DataTrove's worker processes): "1 CPU" is then one core for the whole arm, driver
