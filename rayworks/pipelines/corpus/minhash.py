@@ -146,10 +146,13 @@ def hash_params(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _word_chars() -> np.ndarray:
-    """Lookup table, shape (0x110000,) bool: is code point c matched by `\\w`?"""
-    table = np.zeros(_UNICODE, dtype=bool)
-    for m in _WORD.finditer("".join(map(chr, range(_UNICODE)))):
-        table[m.start() : m.end()] = True
+    """Lookup table, shape (0x110000,) bool: is code point c matched by `\\w`? For `str`
+    patterns the stdlib's `\\w` is `str.isalnum()` or `_` (sre's `SRE_UNI_IS_WORD`; the
+    tests check every code point against `_WORD`), which maps over all code points in
+    ~0.05 s where scanning them with `_WORD` took 0.15-0.35 s in every scoring process."""
+    codes = np.arange(_UNICODE, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
+    table = np.fromiter(map(str.isalnum, codes), dtype=bool, count=_UNICODE)
+    table[ord("_")] = True
     return table
 
 

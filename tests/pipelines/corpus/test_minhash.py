@@ -74,6 +74,14 @@ def test_word_split_matches_the_regex():
     assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
 
 
+def test_word_table_is_the_regex_on_every_code_point():
+    everything = "".join(map(chr, range(0x110000)))
+    want = np.zeros(0x110000, dtype=bool)
+    for m in re.finditer(r"\w+", everything):
+        want[m.start() : m.end()] = True
+    assert np.array_equal(minhash._word_chars(), want)
+
+
 def test_shingles_normalise_case_punctuation_whitespace():
     assert shingles("The  QUICK brown, fox!\njumps over", n=5) == shingles(
         "the quick brown fox jumps over", n=5
