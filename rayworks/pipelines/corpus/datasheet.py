@@ -382,8 +382,9 @@ def _summary_section(df: pd.DataFrame, meta: Mapping[str, Any], line: str, holds
 
 def _profile_section(profile: Mapping[str, Any] | None) -> Section:
     """Where the run's time went: seconds per scoring step (CPU time summed over the
-    actors) and per global execution (wall time), and per 1,000 documents read, so the
-    next regression shows up here first."""
+    tasks) and per global execution (wall time), and per 1,000 documents read, and each
+    execution's tasks over time, so the next regression (or lost scaling) shows up here
+    first."""
     if not profile or not profile.get("rows"):
         return Section("Time per step", ["No step ran."])
     rows = [
@@ -392,13 +393,32 @@ def _profile_section(profile: Mapping[str, Any] | None) -> Section:
     ]
     note = (
         f"{_n(profile['docs'])} documents read. Scoring steps: seconds summed over the "
-        "scoring actors; global executions: wall seconds."
+        "scoring tasks; global executions: wall seconds."
     )
-    return Section(
-        "Time per step",
-        [note],
-        tables=[Table(["stage", "step", "seconds", "s / 1,000 docs"], rows)],
-    )
+    tables = [Table(["stage", "step", "seconds", "s / 1,000 docs"], rows)]
+    if phases := profile.get("phases"):
+        tables.append(
+            Table(
+                ["execution", "tasks", "workers", "from s", "to s", "busy s", "CPUs idle"],
+                [
+                    [
+                        p["phase"],
+                        str(p["tasks"]),
+                        str(p["workers"]),
+                        f"{p['start_s']:.2f}",
+                        f"{p['end_s']:.2f}",
+                        f"{p['busy_s']:.2f}",
+                        f"{p['idle_share']:.0%}",
+                    ]
+                    for p in phases
+                ],
+                caption="The executions' tasks over the run (seconds after its start): "
+                "'CPUs idle' is the share of the run's CPUs x the execution's span its "
+                "tasks left unused (its tail, scheduling); the driver works alone between "
+                "executions.",
+            )
+        )
+    return Section("Time per step", [note], tables=tables)
 
 
 def build_sections(

@@ -20,7 +20,13 @@ the smoke run's 6.2-6.7 s fell to 3.8-4.3 s.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+import os
+import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rayworks.platform.fanout import fan_out_iter
@@ -29,15 +35,86 @@ MAX_RETRIES = 3
 """Retries of a task whose worker died (Ray's default for tasks)."""
 
 
+@dataclass(frozen=True)
+class Span:
+    """One task of an execution: its function, worker process and wall-clock interval
+    (`time.time()` of the worker's node)."""
+
+    phase: str
+    pid: int
+    start: float
+    end: float
+
+
+@dataclass
+class Timeline:
+    """The tasks of a run's executions, recorded by `fan_units` while `record()` is open,
+    and summed per execution by `phases`: where a run's CPUs waited (an execution's
+    tail, the driver's work between executions) shows as idle share, so the next scaling
+    regression is visible in the run's profile (`runner._profile`)."""
+
+    spans: list[Span] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def record(self) -> Iterator[Timeline]:
+        token = _TIMELINE.set(self)
+        try:
+            yield self
+        finally:
+            _TIMELINE.reset(token)
+
+    def phases(self, origin: float, cpus: int) -> list[dict[str, Any]]:
+        """Per execution, in order: tasks, worker processes, first start and last end
+        (seconds after `origin`), busy seconds (the tasks' wall time summed) and the
+        share of `cpus` x its span the tasks left idle."""
+        out: dict[str, dict[str, Any]] = {}
+        for s in self.spans:
+            p = out.setdefault(s.phase, {"phase": s.phase, "tasks": 0, "pids": set()})
+            p["tasks"] += 1
+            p["pids"].add(s.pid)
+            p["start"] = min(p.get("start", s.start), s.start)
+            p["end"] = max(p.get("end", s.end), s.end)
+            p["busy_s"] = p.get("busy_s", 0.0) + (s.end - s.start)
+        rows = []
+        for p in sorted(out.values(), key=lambda p: p["start"]):
+            span = p["end"] - p["start"]
+            rows.append(
+                {
+                    "phase": p["phase"],
+                    "tasks": p["tasks"],
+                    "workers": len(p["pids"]),
+                    "start_s": p["start"] - origin,
+                    "end_s": p["end"] - origin,
+                    "busy_s": p["busy_s"],
+                    "idle_share": 1.0 - p["busy_s"] / (cpus * span) if span > 0 else 0.0,
+                }
+            )
+        return rows
+
+
+_TIMELINE: contextvars.ContextVar[Timeline | None] = contextvars.ContextVar(
+    "corpus_timeline", default=None
+)
+
+
+def timed(fn: Callable[..., Any], **kwargs: Any) -> tuple[Any, tuple[int, float, float]]:
+    """`fn(**kwargs)` in a task, with the worker's pid and the call's wall-clock interval."""
+    start = time.time()
+    out = fn(**kwargs)
+    return out, (os.getpid(), start, time.time())
+
+
 def fan_units(
     fn: Callable[..., Any],
     calls: Sequence[dict[str, Any]],
     cpus: int,
     shared: dict[str, Any] | None = None,
 ) -> Iterator[tuple[int, Any]]:
-    """`(index, fn(**calls[index], **shared))` as the tasks finish, `cpus` at a time."""
-    return fan_out_iter(
-        fn,
+    """`(index, fn(**calls[index], **shared))` as the tasks finish, `cpus` at a time; each
+    task's span goes to the `Timeline` being recorded, if any."""
+    timeline = _TIMELINE.get()
+    results = fan_out_iter(
+        functools.partial(timed, fn),
         calls,
         num_cpus=1,
         threads=None,
@@ -45,3 +122,8 @@ def fan_units(
         shared=shared,
         max_retries=MAX_RETRIES,
     )
+    with contextlib.closing(results):  # a caller that stops early cancels the rest
+        for index, (out, (pid, start, end)) in results:
+            if timeline is not None:
+                timeline.spans.append(Span(fn.__name__, pid, start, end))
+            yield index, out

@@ -56,7 +56,7 @@ from rayworks.pipelines.corpus.dedup import (
     sample_order,
     sample_texts,
 )
-from rayworks.pipelines.corpus.fanout import fan_units
+from rayworks.pipelines.corpus.fanout import Timeline, fan_units
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
     finalize_units,
@@ -153,9 +153,12 @@ def score_units(
         ctx.log(done, units_done=done)
 
 
-def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[str, Any]:
+def _profile(
+    marks: list[dict[str, Any]], global_s: dict[str, float], phases: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Seconds per scoring step (summed over the tasks: CPU time of the units) and per global
-    execution (wall time), and per 1,000 documents read."""
+    execution (wall time), and per 1,000 documents read; `phases`: the executions' tasks
+    over time (`fanout.Timeline.phases`)."""
     docs = sum(m["in"] for m in marks)
     steps: Counter[str] = Counter()
     for m in marks:
@@ -168,7 +171,7 @@ def _profile(marks: list[dict[str, Any]], global_s: dict[str, float]) -> dict[st
     rows += [{"stage": "global", "step": k, "seconds": v} for k, v in global_s.items()]
     for r in rows:
         r["per_1000_docs"] = 1000 * r["seconds"] / docs if docs else 0.0
-    return {"docs": docs, "rows": rows}
+    return {"docs": docs, "rows": rows, "phases": phases}
 
 
 def global_phase(
@@ -259,13 +262,14 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     # the local corpus above), so no run's clock holds their build; the scoring children
     # map them (`chain.build_steps`), as the DataTrove peer does
     unpack_model(ctx.cache_root / "py3langid")
-    start = time.perf_counter()
+    start, origin, timeline = time.perf_counter(), time.time(), Timeline()
     out = ctx.artifacts_dir
     work = WorkDir(out / "work", outputs=[out / "rejects"])
     units = plan_units(paths, cfg.unit_bytes, fmt)
     todo = work.adopt(units, cfg.resume_settings())  # a resume under other settings raises
     ctx.progress(len(units) + 1, "corpus")
-    score_units(todo, fmt, cfg, work, out, ctx, len(units))
+    with timeline.record():
+        score_units(todo, fmt, cfg, work, out, ctx, len(units))
     scoring_s = time.perf_counter() - start
     marks = work.counts()
     total = sum(m["in"] for m in marks)
@@ -277,7 +281,8 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     phase: dict[str, Any] = {"seconds": {}, "driver_bytes": {}}
     if scored:
         live = sum(m.get("live", 0) for m in marks)
-        stats, dedup_stats, tokenizer, phase = global_phase(cfg, scored, out, live)
+        with timeline.record():
+            stats, dedup_stats, tokenizer, phase = global_phase(cfg, scored, out, live)
     else:
         for name in ("output", "quarantine"):
             (out / name).mkdir(parents=True, exist_ok=True)
@@ -309,7 +314,11 @@ def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
             sort_keys=True,
         )
     )
-    profile = _profile(marks, {"scoring (wall)": scoring_s, **phase["seconds"]})
+    profile = _profile(
+        marks,
+        {"scoring (wall)": scoring_s, **phase["seconds"]},
+        timeline.phases(origin, cfg.cpus),
+    )
     driver_bytes = sum(phase["driver_bytes"].values())
     in_bytes = sum(u.bytes for u in units)
     meta = {

@@ -78,6 +78,22 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     sheet = (art / "datasheet.md").read_text()
     assert "| email | 1 |" in sheet and "| permissive | 4 |" in sheet
 
+    # every execution's tasks, in run order, inside the run's wall time
+    phases = json.loads((art / "profile.json").read_text())["phases"]
+    assert [p["phase"] for p in phases] == [
+        "score_unit_task",
+        "range_links",
+        "fetch_unit",
+        "finalize_task",
+    ]
+    assert [p["tasks"] for p in phases[::2]] == [1, 1]  # one unit
+    assert 1 <= phases[1]["tasks"] <= cfg.dedup_hash_ranges  # the ranges holding keys
+    ends = [0.0] + [p["end_s"] for p in phases]
+    assert all(p["start_s"] >= end for p, end in zip(phases, ends, strict=False))
+    assert ends[-1] <= summary["seconds"]
+    assert all(0.0 <= p["idle_share"] < 1.0 and p["workers"] == 1 for p in phases)
+    assert "| finalize_task | 1 | 1 |" in sheet
+
 
 def test_identical_parquet_rows_of_one_file_dedup_to_one(ray_session, tmp_path: Path):
     """Common Corpus ships parquet: two identical rows of one file must leave one copy (the
