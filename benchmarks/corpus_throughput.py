@@ -45,8 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rayworks.platform.cluster import SMALL_PAGES_ENV
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# both sides run with the page settings rayworks gives its Ray workers (read when numpy and
+# pyarrow load: this process, the pinned arms and DataTrove's workers inherit them)
+for key, value in SMALL_PAGES_ENV.items():
+    os.environ.setdefault(key, value)
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "corpus_throughput.md"

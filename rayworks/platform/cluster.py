@@ -22,11 +22,18 @@ PROFILE_ENV = "RAYWORKS_PROFILE"
 REPO_PROFILE = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 # Environment every worker of a rayworks job gets: one torch thread per worker (two torch
 # threads on two busy cores stall now and then, measured on our 2-core machines: an 80 ms
-# step took seconds) and no tokenizer thread pools.
+# step took seconds) and no tokenizer thread pools. And no transparent huge pages asked
+# for by NumPy (arrays >= 4 MB) or Arrow's default allocator (mimalloc): with THP in
+# `madvise` mode the kernel compacts memory on the first touch of such pages, so a fresh
+# worker's first big allocations cost up to seconds when memory is fragmented (a 7 MB
+# parquet write 0.03-0.66 s in a new process under mimalloc, 0.03 s under jemalloc; the
+# corpus pipeline's first unit per worker, NOTES.md). Read when numpy and pyarrow load.
+SMALL_PAGES_ENV = {"NUMPY_MADVISE_HUGEPAGE": "0", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "RAY_TRAIN_V2_ENABLED": "1",
+    **SMALL_PAGES_ENV,
 }
 
 
