@@ -23,7 +23,13 @@ waits with a deadline whose error names the engine, the call and the step, and r
 dead engine: Ray restarts the actor (`max_restarts`), the group loads the weights of the
 version the call was meant to see, and generates that shard again. Rows of a failed call
 are never returned; a restarted engine that answers with another version is caught by the
-version check and regenerated the same way.
+version check and regenerated the same way, and one restarted between calls by the
+incarnation call queued behind each load (counted in `restarts`, and reloaded).
+
+A learner first publishes the weights it starts from (`load(..., rollback=True)`, also at
+version 0): the group can only regenerate a version whose copy it keeps, and engines
+outlive a Ray Train attempt, so a learner restarted from scratch finds them at the
+version the failed attempt left them at.
 """
 
 from __future__ import annotations
@@ -100,14 +106,15 @@ class EngineGroup:
         self.actors, self.timeout_s, self.max_restarts = actors, timeout_s, max_restarts
         self.version = 0  # the version the next submitted generation will see
         self.weights: dict[int, Any] = {}  # version -> ObjectRef of its state dict
-        self.loads: list[tuple[int, Any]] = []  # (engine, ref) of loads not yet checked
+        self.loads: list[tuple[int, Any, Any]] = []  # (engine, load, incarnation) unchecked
         self.restarts = 0
         self.seen: dict[int, str] = {}  # engine -> the incarnation (process) it answered from
 
     def start(self) -> None:
-        """Wait for every engine to be up (a slow start is not a hang) and note its process."""
-        for i, actor in enumerate(self.actors):
-            self.seen[i] = get_within(actor.incarnation.remote(), self.timeout_s, self.name(i))
+        """Wait for every engine to be up (a slow start is not a hang, nor one Ray is
+        restarting) and note its process."""
+        for i in range(len(self.actors)):
+            self.seen[i] = self._incarnation(i, "the start of the rollout engines")
 
     def name(self, i: int) -> str:
         return f"rollout engine {i} (actor {self.actors[i]._actor_id.hex()[:12]})"
@@ -144,41 +151,47 @@ class EngineGroup:
     def _answer(self, i: int, args: tuple, ref: Any, version: int, what: str) -> list[Rollout]:
         import ray
 
-        revived = False
+        revived, last = False, ""
         for _ in range(self.max_restarts + 1):
             try:
                 rows = get_within(ref, self.timeout_s, f"{self.name(i)}, generate for {what}")
-            except ray.exceptions.RayActorError:
+            except ray.exceptions.RayActorError as err:
                 rows = None  # died during the call: its rows are lost, never trained on
+                last = f"died ({type(err).__name__})"
             if rows is not None and all(r.version == version for r in rows):
                 if revived and version != self.version:  # end where the other engines are
                     self._load_on(i, self.version, what)
                 return rows
+            if rows is not None:
+                last = f"answered from versions {sorted({r.version for r in rows})}"
             self._revive(i, what)  # died, or restarted and lost its weights
             self._load_on(i, version, what)
             revived = True
             ref = self.actors[i].generate.remote(*args)
         raise EngineFailedError(
-            f"{self.name(i)} failed {self.max_restarts + 1} times during {what} "
-            "(rollout.max_engine_restarts)."
+            f"{self.name(i)} failed {self.max_restarts + 1} times during {what}, which needs "
+            f"version {version}; the last try {last} (rollout.max_engine_restarts)."
         )
 
-    def _revive(self, i: int, what: str) -> None:
-        """Wait until Ray has restarted engine i; count the restart if its process is new."""
+    def _incarnation(self, i: int, what: str) -> str:
+        """Engine i's process, waiting (up to the deadline) while Ray restarts it."""
         import ray
 
         deadline = time.monotonic() + self.timeout_s
         while True:  # ActorUnavailableError / RayActorError while Ray restarts it
             try:
-                now = get_within(self.actors[i].incarnation.remote(), self.timeout_s, self.name(i))
-                break
-            except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as err:
+                return get_within(self.actors[i].incarnation.remote(), self.timeout_s, self.name(i))
+            except ray.exceptions.RayActorError as err:  # ActorUnavailableError included
                 if time.monotonic() > deadline:
                     raise EngineFailedError(
                         f"{self.name(i)} did not come back during {what}: {err}"
                     ) from err
                 time.sleep(0.05)  # polling for a restart, not a timing assumption
-        if now != self.seen.get(i):
+
+    def _revive(self, i: int, what: str) -> None:
+        """Wait until Ray has restarted engine i; count the restart if its process is new."""
+        now = self._incarnation(i, what)
+        if self.seen.setdefault(i, now) != now:  # a first sight is no restart
             self.seen[i] = now
             self.restarts += 1
         if self.restarts > self.max_restarts * len(self.actors):
@@ -188,8 +201,12 @@ class EngineGroup:
             )
 
     def _load_on(self, i: int, version: int, what: str) -> None:
-        if version not in self.weights:  # version 0 before any load: the engine's own weights
-            return
+        """Load the kept copy of `version` into engine i (rollback: it may be newer)."""
+        if version not in self.weights:  # a learner publishes its start (module docstring)
+            raise EngineFailedError(
+                f"{self.name(i)} must be reloaded with version {version} during {what}, "
+                f"but the group keeps only versions {sorted(self.weights)}."
+            )
         ref = self.actors[i].load_weights.remote(self.weights[version], version, True)
         get_within(ref, self.timeout_s, f"{self.name(i)}, reload of version {version} in {what}")
 
@@ -202,30 +219,41 @@ class EngineGroup:
     ) -> None:
         """Publish `version` to every engine (one object-store copy). `wait=False` queues
         the loads behind the generations already submitted (async mode); their errors
-        surface at the next `result()`."""
+        surface at the next `result()`. Keeps the copies a regeneration may need: the
+        previous version's and this one's; a rollback starts over from this one alone."""
         import ray
 
         if not rollback:
             check_version(self.version, version)
         ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
-        self.weights = {v: r for v, r in self.weights.items() if v >= self.version} | {version: ref}
+        kept = {} if rollback else {v: r for v, r in self.weights.items() if v >= self.version}
+        self.weights = kept | {version: ref}
         self.version = version
         self.loads += [
-            (i, a.load_weights.remote(ref, version, rollback)) for i, a in enumerate(self.actors)
+            (i, a.load_weights.remote(ref, version, rollback), a.incarnation.remote())
+            for i, a in enumerate(self.actors)
         ]
         if wait:
             self._check_loads(f"the load of version {version}")
 
     def _check_loads(self, what: str) -> None:
+        """Wait for the queued loads. An engine that died, or that answers the incarnation
+        call queued behind its load from a new process (restarted between calls: whether
+        the load reached the old process or the new one, nothing else would tell), is
+        revived, counted and reloaded with the current version."""
         import ray
 
         loads, self.loads = self.loads, []
-        for i, ref in loads:
+        for i, ref, process in loads:
             try:
                 get_within(ref, self.timeout_s, f"{self.name(i)}, weight load before {what}")
+                now = get_within(process, self.timeout_s, self.name(i))
+                if self.seen.setdefault(i, now) == now:
+                    continue
             except ray.exceptions.RayActorError:
-                self._revive(i, what)
-                self._load_on(i, self.version, what)
+                pass  # died during the load or right after it
+            self._revive(i, what)
+            self._load_on(i, self.version, what)
 
     def close(self) -> None:
         """Nothing to free here: the driver that started the actors ends them."""

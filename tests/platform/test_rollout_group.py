@@ -158,6 +158,44 @@ def test_a_killed_engine_is_restarted_and_reloaded(ray_session, model_dir):
         ray.kill(actors[0], no_restart=True)
 
 
+def test_a_lost_shard_of_the_previous_version_is_generated_again_from_it(ray_session, model_dir):
+    """Async step 1: its rows (version 0) are in flight and version 1's load is queued
+    behind them when the engine dies. The group reloads version 0 (kept: the learner
+    published its start, `StepDriver.begin`), generates the shard again, and leaves the
+    engine at version 1 for the next step. Whether the kill lands before the call ends or
+    after, the rows are version 0's. An engine killed between calls whose next call is a
+    load (which its new process takes) is counted too."""
+    import ray
+
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir)).state_dict()
+    new = shifted(AutoModelForCausalLM.from_pretrained(str(model_dir)), 5)
+    actors = make_engine_group("hf", model_dir, 1, {"CPU": 0.3}, max_restarts=2)
+    group = EngineGroup(actors, timeout_s=120, max_restarts=2)
+    try:
+        group.start()
+        group.load(base, 0, rollback=True)
+        assert sorted(group.weights) == [0]
+        long = SAMPLING.model_copy(update={"max_new_tokens": 60})  # long enough to be in flight
+        pending = group.submit(PROMPTS * 8, 4, long, None, "training step 1")
+        group.load(new, 1, wait=False)  # StepDriver.finish(0) in async mode
+        ray.kill(actors[0], no_restart=False)
+        rows = pending.result()
+        assert {r.version for r in rows} == {0}
+        engine = HFEngine(model_dir)
+        assert completions(rows) == completions(engine.generate(PROMPTS * 8, 4, long))
+        rows = group.submit(PROMPTS, 2, SAMPLING, None, "training step 2").result()
+        assert group.restarts == 1 and sorted(group.weights) == [0, 1]
+        assert {r.version for r in rows} == {1} and completions(rows) == reference(model_dir, new)
+
+        before = ray.get(actors[0].incarnation.remote())
+        ray.kill(actors[0], no_restart=False)
+        wait_for_new_process(actors[0], before)
+        group.load(base, 2)
+        assert group.restarts == 2 and ray.get(actors[0].get_version.remote()) == 2
+    finally:
+        ray.kill(actors[0], no_restart=True)
+
+
 def test_a_hung_call_fails_with_an_error_naming_the_engine_and_step(ray_session, model_dir):
     import ray
 

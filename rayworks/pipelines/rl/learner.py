@@ -20,7 +20,8 @@ generates its first step from the restored weights (lag 0).
 
 Checkpoints (collective) hold the policy, optimizer, every rank's RNG, the step, and each
 critic's model and optimizer; a resumed run (or a learner restarted by Ray Train) reloads
-them and rolls the engines back to the checkpoint's weights and version.
+them and rolls the engines back to the checkpoint's weights and version. A fresh start
+rolls them back to the initial weights as version 0 the same way (`StepDriver.begin`).
 """
 
 from __future__ import annotations
@@ -262,8 +263,15 @@ class StepDriver:
     def save_critics(self, folder: Path) -> None:
         self.get([c.save.remote(str(folder)) for c in self.critics], "critic save")
 
-    def resume(self, folder: Path, step: int, weights: dict[str, torch.Tensor]) -> None:
-        self.get([c.restore.remote(str(folder)) for c in self.critics], "critic restore")
+    def begin(self, folder: Path | None, step: int, weights: dict[str, torch.Tensor]) -> None:
+        """Put the other roles where the learner starts: the critics restored from the
+        checkpoint `folder` (None: a fresh start), the rollout source rolled back to the
+        learner's `weights` as version `step`, also at step 0: engine actors outlive a Ray
+        Train attempt, so one restarted before the first checkpoint finds them at the
+        version the failed attempt reached, and a step-0 shard lost with a killed engine
+        is generated again from this kept copy (rollout_group.EngineGroup)."""
+        if folder is not None:
+            self.get([c.restore.remote(str(folder)) for c in self.critics], "critic restore")
         self.source.load(weights, step, rollback=True)
 
     def critic_info(self) -> list[dict[str, float]]:
@@ -403,8 +411,7 @@ def rl_loop(config: dict[str, Any]) -> dict[str, float]:
             pad_id or 0,
             processor,
         )
-        if latest is not None:
-            driver.resume(latest, start, learner.module.state_dict())
+        driver.begin(latest, start, learner.module.state_dict())
     if latest is not None:
         ctx.truncate_metrics(start)
         ctx.record(start, resumed_from_step=start)

@@ -1,4 +1,5 @@
-"""The learner's policy update (single process) and the step driver's data position."""
+"""The learner's policy update (single process), the step driver's data position and where
+it starts the engines."""
 
 from __future__ import annotations
 
@@ -13,8 +14,16 @@ from rayworks.pipelines.lm.data import batch_rows
 from rayworks.pipelines.lm.train_loop import Dist, Learner
 from rayworks.pipelines.rl.batch import Estimate, make_batch
 from rayworks.pipelines.rl.config import RLConfig
-from rayworks.pipelines.rl.learner import broadcast, policy_update, response_logits, token_logp
-from rayworks.platform.rollout import HFEngine, SamplingConfig
+from rayworks.pipelines.rl.grpo import estimate
+from rayworks.pipelines.rl.learner import (
+    StepDriver,
+    broadcast,
+    policy_update,
+    response_logits,
+    token_logp,
+)
+from rayworks.platform.rollout import HFEngine, SamplingConfig, make_engine_group
+from rayworks.platform.rollout_group import EngineGroup
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +99,34 @@ def test_data_position_is_the_step():
     assert torch.equal(first, batch_rows(5000, cfg.rollout.prompts_per_step, cfg.seed, 7))
     assert not torch.equal(first, batch_rows(5000, cfg.rollout.prompts_per_step, cfg.seed, 8))
     assert broadcast({"a": 1}, Dist()) == {"a": 1}  # single process: passthrough
+
+
+def test_a_fresh_start_rolls_engines_left_ahead_by_a_failed_attempt_back_to_version_0(
+    ray_session, policy_dir
+):
+    """Engine actors outlive a Ray Train attempt: one restarted before the first checkpoint
+    finds them at the version the failed attempt reached. `begin` rolls them back to the
+    learner's initial weights as version 0 (and keeps that copy), so the new attempt's
+    step-0 evaluation gets the base policy's rows."""
+    import ray
+
+    cfg = build_config(RLConfig, "smoke", (), ["rollout.placement=separate"])
+    base = load_causal_lm(policy_dir).state_dict()
+    ahead = {k: v + 0.5 if v.is_floating_point() else v for k, v in base.items()}
+    actors = make_engine_group("hf", policy_dir, 1, {"CPU": 0.3}, max_restarts=1)
+    try:
+        failed = EngineGroup(actors, timeout_s=120, max_restarts=1)  # the failed attempt's
+        failed.start()
+        failed.load(ahead, 1)
+        group = EngineGroup(actors, timeout_s=120, max_restarts=1)
+        group.start()
+        driver = StepDriver(cfg, None, group, [], estimate, pad=0)
+        driver.begin(None, 0, base)
+        examples = driver.data.split("test")
+        greedy = SamplingConfig(temperature=0.0, max_new_tokens=10, seed=0)
+        rows = driver.rollouts(examples, 1, greedy, 0)  # raises unless all are version 0's
+        want = HFEngine(policy_dir).generate([e.prompt for e in examples], 1, greedy)
+        assert [r.completion_ids for r in rows] == [r.completion_ids for r in want]
+        assert sorted(group.weights) == [0] and group.restarts == 0
+    finally:
+        ray.kill(actors[0], no_restart=True)

@@ -250,13 +250,6 @@ def test_asyppo_finishes_when_a_mini_critic_actor_is_killed(ray_session, cli_env
     assert steps == list(range(1, 11))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="flaky, a real fault-path bug to fix: 2 of 8 runs on 2026-12-05 ended with "
-    "EngineFailedError 'rollout engine 0 failed 4 times during evaluation at step 0' after "
-    "the engine kill (the training restarted from step 0 and its first evaluation then "
-    "failed); kept running, quarantined until fixed (stop 40's note)",
-)
 def test_async_rollouts_survive_a_killed_engine_and_match_the_colocated_run(
     cli, ray_session, cli_env
 ):
