@@ -45,6 +45,7 @@ import numpy as np
 
 from rayworks.core.build_cache import locked_build, settings_digest
 from rayworks.core.errors import RayworksError
+from rayworks.core.frozen_heap import frozen_heap
 from rayworks.pipelines.corpus import readers
 from rayworks.pipelines.corpus.chain import STEP_ORDER
 from rayworks.pipelines.corpus.config import CorpusConfig
@@ -256,7 +257,14 @@ def global_phase(
 
 
 def run_corpus(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
-    """Curate the inputs unit by unit (resumable), then dedup, tokenize, write, account."""
+    """Curate the inputs unit by unit (resumable), then dedup, tokenize, write, account;
+    the driver's objects from before the run are left out of the collector's full passes
+    meanwhile (`core/frozen_heap.py`: one pass cost 0.14 s between scoring and dedup)."""
+    with frozen_heap():
+        return _curate(cfg, ctx)
+
+
+def _curate(cfg: CorpusConfig, ctx: RunContext) -> dict[str, Any]:
     paths, fmt, built = resolve_inputs(cfg, ctx)  # raises on a wrong path before any Ray work
     # the language classifier's tables, built once per machine into the build cache (like
     # the local corpus above), so no run's clock holds their build; the scoring children
