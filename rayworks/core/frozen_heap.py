@@ -7,7 +7,8 @@ execution, while the workers waited for the dedup tasks it was about to submit, 
 another 0.17 s while it wrote the datasheet (docs/results.md, corpus). `gc.freeze()` moves
 the objects alive at entry to a permanent generation, so passes during the block walk
 only what the block made; `gc.unfreeze()` at exit hands them back, so nothing stays
-uncollectable after the block.
+uncollectable after the block. `gc.unfreeze()` thaws every frozen object, also those
+frozen before the block by someone else (nothing in rayworks freezes otherwise).
 """
 
 from __future__ import annotations
