@@ -67,29 +67,25 @@ class Timeline:
         """Per execution, in order: tasks, worker processes, first start and last end
         (seconds after `origin`), busy seconds (the tasks' wall time summed) and the
         share of `cpus` x its span the tasks left idle."""
-        out: dict[str, dict[str, Any]] = {}
+        by_phase: dict[str, list[Span]] = {}
         for s in self.spans:
-            p = out.setdefault(s.phase, {"phase": s.phase, "tasks": 0, "pids": set()})
-            p["tasks"] += 1
-            p["pids"].add(s.pid)
-            p["start"] = min(p.get("start", s.start), s.start)
-            p["end"] = max(p.get("end", s.end), s.end)
-            p["busy_s"] = p.get("busy_s", 0.0) + (s.end - s.start)
+            by_phase.setdefault(s.phase, []).append(s)
         rows = []
-        for p in sorted(out.values(), key=lambda p: p["start"]):
-            span = p["end"] - p["start"]
+        for phase, spans in by_phase.items():
+            start, end = min(s.start for s in spans), max(s.end for s in spans)
+            busy = sum(s.end - s.start for s in spans)
             rows.append(
                 {
-                    "phase": p["phase"],
-                    "tasks": p["tasks"],
-                    "workers": len(p["pids"]),
-                    "start_s": p["start"] - origin,
-                    "end_s": p["end"] - origin,
-                    "busy_s": p["busy_s"],
-                    "idle_share": 1.0 - p["busy_s"] / (cpus * span) if span > 0 else 0.0,
+                    "phase": phase,
+                    "tasks": len(spans),
+                    "workers": len({s.pid for s in spans}),
+                    "start_s": start - origin,
+                    "end_s": end - origin,
+                    "busy_s": busy,
+                    "idle_share": 1.0 - busy / (cpus * (end - start)) if end > start else 0.0,
                 }
             )
-        return rows
+        return sorted(rows, key=lambda r: r["start_s"])
 
 
 _TIMELINE: contextvars.ContextVar[Timeline | None] = contextvars.ContextVar(
