@@ -91,7 +91,8 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     ends = [0.0] + [p["end_s"] for p in phases]
     assert all(p["start_s"] >= end for p, end in zip(phases, ends, strict=False))
     assert ends[-1] <= summary["seconds"]
-    assert all(0.0 <= p["idle_share"] < 1.0 and p["workers"] == 1 for p in phases)
+    # one task at a time (cpus=1), but the test Ray has two CPUs: any idle worker may run it
+    assert all(0.0 <= p["idle_share"] < 1.0 and 1 <= p["workers"] <= p["tasks"] for p in phases)
     assert "| finalize_task | 1 | 1 |" in sheet
 
 
