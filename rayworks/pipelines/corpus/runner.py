@@ -221,7 +221,7 @@ def global_phase(
             vocab_size=cfg.tokenizer_vocab_size, max_chars=cfg.tokenizer_sample_chars
         )
         texts = sample_texts(fetched.sample, order)
-        tokenizer = train_bpe(texts, tok_cfg, out / "tokenizer.json")
+        tokenizer = train_bpe(texts, tok_cfg, out / "tokenizer.json", threads=cfg.cpus)
     timing["cluster + tokenizer"] = clock() - t
 
     t = clock()

@@ -1,10 +1,12 @@
 """Byte-level BPE training (deterministic, local) and the `tokens` step."""
 
+import random
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, models, trainers
 
+from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus.step import DROP, drop
 from rayworks.pipelines.corpus.tokenizer import (
     END_OF_TEXT,
@@ -15,6 +17,7 @@ from rayworks.pipelines.corpus.tokenizer import (
     TokenCount,
     TokenizerConfig,
     train_bpe,
+    train_in_child,
     vocab_size,
 )
 
@@ -64,6 +67,54 @@ def test_byte_level_never_unknown(trained: Path) -> None:
     tok = Tokenizer.from_file(str(trained))
     text = "ᚠᛇᚻ unseen runes ꙮ"
     assert tok.decode(tok.encode(text).ids) == text
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_training_in_a_child_process_gives_the_same_file(
+    trained: Path, tmp_path: Path, threads: int
+) -> None:
+    """The child counts on `threads` threads and merges on one: the file must not change,
+    also on text holding the special token's text and characters from every plane."""
+    assert train_bpe(TEXTS, CFG, tmp_path / "a.json", threads=threads).read_bytes() == (
+        trained.read_bytes()
+    )
+    rng = random.Random(threads)
+    odd = [
+        "".join(
+            chr(
+                rng.choice(
+                    [
+                        rng.randrange(32, 0x2FF),
+                        rng.randrange(0x370, 0xD7FF),
+                        rng.randrange(0xE000, 0x10FFFF),
+                        0x20,
+                        0x0A,
+                    ]
+                )
+            )
+            for _ in range(300)
+        )
+        for _ in range(40)
+    ] + [f"before {END_OF_TEXT} after", "x" * 5000]
+    cfg = TokenizerConfig(vocab_size=600, min_frequency=1)
+    here = train_bpe(odd, cfg, tmp_path / "here.json")
+    child = train_bpe(odd, cfg, tmp_path / "child.json", threads=threads)
+    assert child.read_bytes() == here.read_bytes()
+
+
+def test_a_failed_training_process_raises_with_its_error() -> None:
+    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    trainer = trainers.BpeTrainer(vocab_size=300, show_progress=False)
+    with pytest.raises(RayworksError, match=r"training the tokenizer failed .*\(exit 1\)"):
+        train_in_child(wordpiece, trainer, ["some text"], threads=2)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        train_in_child(wordpiece, trainer, ["some text"], threads=0)
+
+
+def test_a_text_that_cannot_be_sent_stops_the_training(tmp_path: Path) -> None:
+    with pytest.raises(UnicodeEncodeError):
+        train_bpe(["fine", "lone \ud800 surrogate"], CFG, tmp_path / "t.json", threads=2)
+    assert not (tmp_path / "t.json").exists()
 
 
 @pytest.mark.parametrize("texts", [[], ["", None, ""]])
