@@ -19,7 +19,11 @@ the child) started by `subprocess`, not `multiprocessing`'s spawn: spawn runs th
 main module again in the child, which in a Ray worker is Ray's worker script, so every
 child imported Ray (~0.3 s and tens of MB of fresh memory before its first step; measured
 on our 2-core machines, docs/results.md, corpus). This child imports the steps alone: it
-gets the parent's `sys.path`, then the steps' factory, over a socket pair. The batches
+gets the parent's `sys.path`, then the steps' factory, over a socket pair. With a
+`share_key` (the scoring workers' chains, `score_unit.make_chain`) the child is instead
+forked from the node's zygote for those settings (`zygote.py`), which built the steps
+once: ready in milliseconds, after a kill too, and sharing the zygote's memory; the
+child then talks to the worker exactly as a spawned one (`serve`). The batches
 cross it as Arrow tables (a copy per batch, small against the scoring, which costs tens of
 milliseconds per 64 KB document even after the rewrite of the steps).
 """
@@ -32,11 +36,13 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -44,6 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from rayworks.core.errors import RayworksError
+from rayworks.pipelines.corpus import zygote
 from rayworks.pipelines.corpus.step import Batch
 
 START_TIMEOUT_S = 600.0
@@ -93,8 +100,7 @@ def _next(conn: Connection) -> pa.Table | None:
 
 
 def child_main(conn: Connection) -> None:
-    """The child's loop: build the steps, then score every table sent until None, telling
-    the parent the index of each step before it runs it."""
+    """A spawned child's life: build the steps, then `serve`."""
     from rayworks.pipelines.corpus.chain import StepChain
 
     build = conn.recv()
@@ -103,6 +109,13 @@ def child_main(conn: Connection) -> None:
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
+    serve(conn, chain)
+
+
+def serve(conn: Connection, chain: Any) -> None:
+    """The child's loop (spawned, or forked by a zygote with its steps built): say ready,
+    then score every table sent until None, telling the parent the index of each step
+    before it runs it."""
     conn.send(("ready", chain.names))
 
     def mark(i: int) -> None:
@@ -148,39 +161,72 @@ class Scored:
 
 
 class GuardedChain:
-    """`StepChain(build())` in a child process, each batch under `budget_s` seconds."""
+    """`StepChain(build())` in a child process, each batch under `budget_s` seconds.
+    `share_key`: the child is forked from this node's zygote for that key (`zygote.py`:
+    one build of the steps per node and key, children ready at once), where possible;
+    None: every child is spawned and builds its own steps."""
 
-    def __init__(self, build: Callable[[], Sequence[Any]], budget_s: float) -> None:
+    def __init__(
+        self, build: Callable[[], Sequence[Any]], budget_s: float, share_key: str | None = None
+    ) -> None:
         if budget_s <= 0:
             raise RayworksError(f"batch_timeout_s must be > 0, got {budget_s}.")
-        self.build, self.budget_s = build, budget_s
+        self.build, self.budget_s, self.share_key = build, budget_s, share_key
         self.seconds: Counter[str] = Counter()
         self.restarts = 0
+        self.forked = 0
         self._stopper: weakref.finalize | None = None
+        self._forking: Future | None = None
         self._start()
 
     def _start(self) -> None:
-        """Start a child; it builds its steps while the worker reads its first unit."""
+        """Start a child; it builds its steps (or is forked from a zygote, which may have
+        to start first) while the worker reads its first unit."""
+        self._step = -1
+        self.names: list[str] = []
+        if self.share_key is not None and zygote.supported():
+            self._forking = Future()
+            threading.Thread(
+                target=_settle, args=(self._forking, self.share_key, self.build), daemon=True
+            ).start()
+        else:
+            self._spawn()
+
+    def _spawn(self) -> None:
         ours, theirs = socket.socketpair()
         with theirs:
             proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
             )
-        self._conn = Connection(ours.detach())
-        self._conn.send(list(sys.path))
-        self._conn.send(self.build)
-        self._proc = proc
+        conn = Connection(ours.detach())
+        conn.send(list(sys.path))
+        conn.send(self.build)
+        self._hold(proc, conn)
+
+    def _hold(self, proc: subprocess.Popen | zygote.Forked, conn: Connection) -> None:
+        self._proc, self._conn = proc, conn
         # killed with this object, or at the worker's exit (a child busy in a step would
         # otherwise run on until it next reads the socket)
-        self._stopper = weakref.finalize(self, _stop, proc, self._conn)
-        self._step = -1
-        self.names: list[str] = []
+        self._stopper = weakref.finalize(self, _stop, proc, conn)
+
+    def _forked(self) -> None:
+        """Take the zygote's child, or spawn one where none came."""
+        forking, self._forking = self._forking, None
+        if forking is None:
+            return
+        child = forking.result()
+        if child is None:
+            self._spawn()
+        else:
+            self.forked += 1
+            self._hold(*child)
 
     def _ready(self) -> None:
         """Wait for the child's steps (once per child)."""
         if self.names:
             return
+        self._forked()
         if not self._conn.poll(START_TIMEOUT_S):
             self.close()
             raise RayworksError(f"the corpus steps did not start within {START_TIMEOUT_S:.0f} s.")
@@ -255,9 +301,19 @@ class GuardedChain:
 
     def close(self) -> None:
         """Stop the child (killed: it may be stuck in a step)."""
+        self._forked()  # a child still on its way is taken, to be stopped with the rest
         stopper, self._stopper = self._stopper, None
         if stopper is not None:
             stopper()
+
+
+def _settle(future: Future, key: str, build: Callable[[], Sequence[Any]]) -> None:
+    """`zygote.fork_child(key, build)` into `future` (run on a thread: a zygote that has to
+    start first takes as long as a spawned child)."""
+    try:
+        future.set_result(zygote.fork_child(key, build))
+    except BaseException as e:
+        future.set_exception(e)
 
 
 class LocalChain:
@@ -326,3 +382,13 @@ def crashing_steps(cfg: Any, marker: str) -> list[Any]:
 
     steps = build_steps(cfg)
     return [steps[0], ExitOn(marker), *steps[1:]]
+
+
+def threaded_steps(cfg: Any) -> list[Any]:
+    """`chain.build_steps(cfg)`, having started a thread that never ends (for tests of the
+    zygote, which must not fork a process running threads: a stand-in for a library that
+    starts a pool at import)."""
+    from rayworks.pipelines.corpus.chain import build_steps
+
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    return build_steps(cfg)

@@ -19,7 +19,6 @@ its "first copy" order (`dedup.py`).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -38,6 +37,7 @@ from rayworks.pipelines.corpus.pii_step import redact_rejects
 from rayworks.pipelines.corpus.schema import raw_text
 from rayworks.pipelines.corpus.step import DROP, ROW_ID
 from rayworks.pipelines.corpus.units import Unit
+from rayworks.pipelines.corpus.zygote import stop_zygotes, zygote_key
 from rayworks.platform.atomic import atomic_dir
 
 NODE_ID = "node_id"
@@ -67,7 +67,12 @@ def make_chain(cfg: CorpusConfig, langid_cache: str | None = None) -> GuardedCha
     build = StepsFactory("rayworks.pipelines.corpus.chain:build_steps", cfg, langid_cache)
     if cfg.batch_timeout_s is None:
         return LocalChain(build)
-    return GuardedChain(build, cfg.batch_timeout_s)
+    return GuardedChain(build, cfg.batch_timeout_s, share_key=chain_key(cfg, langid_cache))
+
+
+def chain_key(cfg: CorpusConfig, langid_cache: str | None) -> str:
+    """The steps' settings as a zygote key (`zygote.py`): workers with the same share one."""
+    return zygote_key(cfg.model_dump(mode="json"), langid_cache)
 
 
 def _timeout_rejects(good: pa.Table, timeouts: list[tuple[int, str]], limit: int) -> pa.Table:
@@ -156,13 +161,15 @@ _WORKER_CHAIN: dict[str, GuardedChain | LocalChain] = {}
 def worker_chain(cfg: CorpusConfig, langid_cache: str | None) -> GuardedChain | LocalChain:
     """The steps of `cfg`, built once per worker process and kept for the next unit of the
     same settings (tasks reuse Ray's workers; a worker of an earlier run with other
-    settings stops that run's child first, so a worker holds at most one)."""
-    key = json.dumps([cfg.model_dump(mode="json"), langid_cache], sort_keys=True)
+    settings stops that run's child, and a zygote it started, first; so a worker holds at
+    most one of each)."""
+    key = chain_key(cfg, langid_cache)
     chain = _WORKER_CHAIN.get(key)
     if chain is None:
         for old in _WORKER_CHAIN.values():
             old.close()
         _WORKER_CHAIN.clear()
+        stop_zygotes(keep=key)
         chain = _WORKER_CHAIN[key] = make_chain(cfg, langid_cache)
     return chain
 
