@@ -96,9 +96,13 @@ class Forked:
         self.pidfd = pidfd
 
     def _ended(self, timeout: float | None) -> bool:
+        """Whether the child ended, waiting up to `timeout` s (None: until it does); a
+        pidfd turns readable when its process ends."""
         if self.pidfd < 0:
             return True
-        return bool(select.select([self.pidfd], [], [], timeout)[0])
+        waiter = select.poll()  # not select(): a worker's fd numbers may pass FD_SETSIZE
+        waiter.register(self.pidfd, select.POLLIN)
+        return bool(waiter.poll(None if timeout is None else max(0, int(timeout * 1000))))
 
     def poll(self) -> int | None:
         return 0 if self._ended(0.0) else None
@@ -111,8 +115,9 @@ class Forked:
     def wait(self, timeout: float | None = None) -> int:
         if not self._ended(timeout):
             raise subprocess.TimeoutExpired("forked child", timeout or 0.0)
-        os.close(self.pidfd)
-        self.pidfd = -1
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
         return 0
 
 
@@ -143,7 +148,7 @@ from multiprocessing.connection import Connection
 conn = Connection(int(sys.argv[1]))
 sys.path[:] = conn.recv()
 from rayworks.pipelines.corpus.zygote import zygote_main
-zygote_main(conn, sys.argv[2])
+zygote_main(conn, sys.argv[2], int(sys.argv[3]))
 """
 """The zygote's program: the parent's import path, then `zygote_main`."""
 
@@ -153,7 +158,7 @@ def _launch(path: Path, build: Any) -> bool:
     ours, theirs = socket.socketpair()
     with theirs:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(path)],
+            [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(path), str(os.getpid())],
             pass_fds=(theirs.fileno(),),
             env={**os.environ, **NO_THREADS_ENV},
         )
@@ -224,8 +229,9 @@ def _single_threaded() -> bool:
     return len(os.listdir("/proc/self/task")) == 1
 
 
-def zygote_main(conn: Connection, path: str) -> None:
-    """The zygote: build the steps, listen at `path`, fork a ready child per request."""
+def zygote_main(conn: Connection, path: str, parent: int) -> None:
+    """The zygote: build the steps, listen at `path`, fork a ready child per request,
+    until process `parent` (the starter) is no longer its parent."""
     from rayworks.pipelines.corpus.chain import StepChain
     from rayworks.pipelines.corpus.guard import serve
 
@@ -235,7 +241,6 @@ def zygote_main(conn: Connection, path: str) -> None:
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
-    parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     staging = f"{path}.{os.getpid()}"
     listener.bind(staging)
