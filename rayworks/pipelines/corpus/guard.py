@@ -210,14 +210,15 @@ class GuardedChain:
         # otherwise run on until it next reads the socket)
         self._stopper = weakref.finalize(self, _stop, proc, conn)
 
-    def _forked(self) -> None:
-        """Take the zygote's child, or spawn one where none came."""
+    def _forked(self, spawn: bool = True) -> None:
+        """Take the zygote's child, or (`spawn`) spawn one where none came."""
         forking, self._forking = self._forking, None
         if forking is None:
             return
         child = forking.result()
         if child is None:
-            self._spawn()
+            if spawn:
+                self._spawn()
         else:
             self.forked += 1
             self._hold(*child)
@@ -301,7 +302,7 @@ class GuardedChain:
 
     def close(self) -> None:
         """Stop the child (killed: it may be stuck in a step)."""
-        self._forked()  # a child still on its way is taken, to be stopped with the rest
+        self._forked(spawn=False)  # a child still on its way is taken, to be stopped too
         stopper, self._stopper = self._stopper, None
         if stopper is not None:
             stopper()

@@ -48,12 +48,15 @@ def _scored(chain: GuardedChain | LocalChain, cfg: CorpusConfig):
 
 def test_chains_of_one_key_share_one_zygote_and_score_as_in_process(cfg, key):
     build = StepsFactory("rayworks.pipelines.corpus.chain:build_steps", cfg)
-    first, second = GuardedChain(build, 300, share_key=key), GuardedChain(build, 300, share_key=key)
+    first = GuardedChain(build, 300, share_key=key)
+    first._ready()
+    started = zygote._LAUNCHED[key]  # by this process, for the first chain
+    second = GuardedChain(build, 300, share_key=key)
     local = _scored(LocalChain(build), cfg)
     for chain in (first, second):
         assert _scored(chain, cfg).equals(local)  # NaN-aware, as pandas compares
         assert chain.forked == 1
-    assert list(zygote._LAUNCHED) == [key]  # built once, here
+    assert zygote._LAUNCHED[key] is started and started.poll() is None  # built once
 
 
 def test_children_outlive_their_zygote_and_a_new_one_starts_when_needed(cfg, key):
