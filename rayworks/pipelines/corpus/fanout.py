@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -123,3 +124,33 @@ def fan_units(
             if timeline is not None:
                 timeline.spans.append(Span(fn.__name__, pid, start, end))
             yield index, out
+
+
+def import_modules(modules: Sequence[str]) -> None:
+    """Import `modules` (a warm-up task's work, `warm_workers`)."""
+    for name in modules:
+        importlib.import_module(name)
+
+
+def warm_workers(count: int, modules: Sequence[str]) -> Callable[[], None]:
+    """Start `count` one-CPU tasks that import `modules`, on workers an execution with
+    fewer tasks than `cpus` leaves idle; returns the wait for them (their spans then go to
+    the `Timeline` being recorded). Why: a worker's first task pays its imports (~0.3-0.5
+    s on our 2-core machines); when the next execution puts a worker that sat idle to
+    work, that cost lands on the run's critical path. A run of one unit at 2 CPUs took
+    0.4 s longer than at 1 CPU for it (docs/results.md, corpus). The caller keeps the
+    tasks inside its CPU budget: it waits before its next execution."""
+    import ray
+
+    if count < 1 or not ray.is_initialized():
+        return lambda: None
+    task = ray.remote(timed).options(num_cpus=1, max_retries=MAX_RETRIES)
+    refs = [task.remote(import_modules, modules=list(modules)) for _ in range(count)]
+    timeline = _TIMELINE.get()
+
+    def wait() -> None:
+        for _, (pid, start, end) in ray.get(refs):
+            if timeline is not None:
+                timeline.spans.append(Span(import_modules.__name__, pid, start, end))
+
+    return wait

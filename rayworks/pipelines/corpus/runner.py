@@ -57,7 +57,7 @@ from rayworks.pipelines.corpus.dedup import (
     sample_order,
     sample_texts,
 )
-from rayworks.pipelines.corpus.fanout import Timeline, fan_units
+from rayworks.pipelines.corpus.fanout import Timeline, fan_units, warm_workers
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
     finalize_units,
@@ -75,6 +75,9 @@ from rayworks.platform.atomic import atomic_dir
 
 if TYPE_CHECKING:  # not at run time: it imports torch, which the corpus workers never need
     from rayworks.platform.context import RunContext
+
+GLOBAL_PHASE_MODULES = (find_links.__module__, finalize_units.__module__)
+"""Where the global phase's task functions live: what a worker imports before its first."""
 
 SUFFIXES = {
     "jsonl": [".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz"],
@@ -148,10 +151,14 @@ def score_units(
         "langid_cache": str(ctx.cache_root / "py3langid"),
     }
     calls = [{"unit": u} for u in order]
+    # workers the scoring leaves idle but the global phase will use import its modules now
+    used_next = min(cfg.cpus, max(cfg.dedup_hash_ranges, total))
+    warmed = warm_workers(used_next - min(cfg.cpus, len(order)), GLOBAL_PHASE_MODULES)
     for index, manifest in fan_units(score_unit_task, calls, cfg.cpus, shared):
         work.finish(order[index], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)
+    warmed()
 
 
 def _profile(

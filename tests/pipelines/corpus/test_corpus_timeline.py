@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from rayworks.pipelines.corpus.fanout import Span, Timeline, fan_units
+from rayworks.pipelines.corpus.fanout import Span, Timeline, fan_units, warm_workers
 
 
 def test_phases_sum_tasks_per_execution_in_run_order():
@@ -45,3 +45,16 @@ def test_fan_units_records_spans_only_while_recording():
     assert all(0 <= s.end - s.start < 60 for s in timeline.spans)
     spans = timeline.spans
     assert all(a.end <= b.start for a, b in itertools.pairwise(spans))  # one at a time
+
+
+def test_warm_workers_import_in_tasks_and_record_them_when_waited(ray_session):
+    timeline = Timeline()
+    with timeline.record():
+        wait = warm_workers(2, ["rayworks.pipelines.corpus.dedup"])
+        assert timeline.spans == []  # recorded when waited for
+        wait()
+        warm_workers(0, ["json"])()  # none to warm: no task
+    assert [s.phase for s in timeline.spans] == ["import_modules"] * 2
+    assert all(0 <= s.end - s.start < 120 for s in timeline.spans)
+    with pytest.raises(ModuleNotFoundError):
+        warm_workers(1, ["rayworks.no_such_module"])()

@@ -96,6 +96,25 @@ def test_run_corpus_routes_every_row_and_reconciles(ray_session, tmp_path: Path)
     assert "| finalize_task | 1 | 1 |" in sheet
 
 
+def test_a_worker_the_scoring_leaves_idle_imports_the_global_phase_meanwhile(
+    ray_session, tmp_path: Path
+):
+    """One unit at cpus=2: the second CPU's worker imports the dedup and final-pass modules
+    during the scoring (`fanout.warm_workers`), and it is done before the dedup links."""
+    src = tmp_path / "in.jsonl"
+    write_input(src)
+    cfg = build_config(CorpusConfig, "smoke", overrides=[f"inputs=[{src}]", "cpus=2"])
+    ctx = RunContext.create("corpus", cfg, runs_dir=tmp_path / "runs")
+    assert run_corpus(cfg, ctx)["kept"] == 4
+    phases = {
+        p["phase"]: p
+        for p in json.loads((ctx.artifacts_dir / "profile.json").read_text())["phases"]
+    }
+    warm, score, links = phases["import_modules"], phases["score_unit_task"], phases["range_links"]
+    assert (warm["tasks"], score["tasks"]) == (1, 1)
+    assert warm["start_s"] < score["end_s"] and warm["end_s"] <= links["start_s"]
+
+
 def test_identical_parquet_rows_of_one_file_dedup_to_one(ray_session, tmp_path: Path):
     """Common Corpus ships parquet: two identical rows of one file must leave one copy (the
     first row), and a near copy in the same file must fall to near dedup. Before parquet
