@@ -40,6 +40,7 @@ def fan_out_iter(
     max_in_flight: int | None = None,
     shared: dict[str, Any] | None = None,
     max_retries: int = 0,
+    after_submit: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, T]]:
     """`(index, fn(**calls[index], **shared))` for every call, as the pieces finish.
 
@@ -49,7 +50,9 @@ def fan_out_iter(
     keywords go to every call and into the object store once. `threads` pins torch's
     threads in the piece (None: torch untouched). `max_retries` retries a piece whose
     worker died. A piece that raises, or a caller that stops iterating, cancels the
-    pieces still in flight and submits no more.
+    pieces still in flight and submits no more. `after_submit` runs once the first
+    pieces are submitted as Ray tasks (not without Ray), e.g. to start side work that must
+    not take the workers they are leased first.
     """
     import ray
 
@@ -74,6 +77,8 @@ def fan_out_iter(
 
     try:
         submit()
+        if after_submit is not None:
+            after_submit()
         while pending:
             [done], _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(done)

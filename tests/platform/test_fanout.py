@@ -104,6 +104,20 @@ def test_a_window_bounds_the_pieces_in_flight_and_shared_keywords_reach_each(
     )
     assert got == {i: f"a{i}\nb{i}" for i in range(6)}
     assert max(seen) == 2 and len(seen) == 6
+    # after_submit runs once, when the first window is submitted, before any wait
+    marks: list[int] = []
+    seen.clear()
+    got = dict(
+        fanout.fan_out_iter(
+            textwrap.fill,
+            calls,
+            threads=None,
+            max_in_flight=2,
+            shared={"width": 2},
+            after_submit=lambda: marks.append(len(seen)),
+        )
+    )
+    assert len(got) == 6 and marks == [0]
     with pytest.raises(ValueError, match="max_in_flight"):
         list(fanout.fan_out_iter(textwrap.fill, calls, max_in_flight=0))
 

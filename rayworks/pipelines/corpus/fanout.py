@@ -106,9 +106,11 @@ def fan_units(
     calls: Sequence[dict[str, Any]],
     cpus: int,
     shared: dict[str, Any] | None = None,
+    after_submit: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """`(index, fn(**calls[index], **shared))` as the tasks finish, `cpus` at a time; each
-    task's span goes to the `Timeline` being recorded, if any."""
+    task's span goes to the `Timeline` being recorded, if any. `after_submit`: run once
+    the first tasks are submitted (`platform.fanout.fan_out_iter`)."""
     timeline = _TIMELINE.get()
     results = fan_out_iter(
         functools.partial(timed, fn),
@@ -118,6 +120,7 @@ def fan_units(
         max_in_flight=cpus,
         shared=shared,
         max_retries=MAX_RETRIES,
+        after_submit=after_submit,
     )
     with contextlib.closing(results):  # a caller that stops early cancels the rest
         for index, (out, (pid, start, end)) in results:
@@ -127,30 +130,40 @@ def fan_units(
 
 
 def import_modules(modules: Sequence[str]) -> None:
-    """Import `modules` (a warm-up task's work, `warm_workers`)."""
+    """Import `modules` (a warm-up task's work, `WarmUp`)."""
     for name in modules:
         importlib.import_module(name)
 
 
-def warm_workers(count: int, modules: Sequence[str]) -> Callable[[], None]:
-    """Start `count` one-CPU tasks that import `modules`, on workers an execution with
-    fewer tasks than `cpus` leaves idle; returns the wait for them (their spans then go to
-    the `Timeline` being recorded). Why: a worker's first task pays its imports (~0.3-0.5
-    s on our 2-core machines); when the next execution puts a worker that sat idle to
-    work, that cost lands on the run's critical path. A run of one unit at 2 CPUs took
-    0.4 s longer than at 1 CPU for it (docs/results.md, corpus). The caller keeps the
-    tasks inside its CPU budget: it waits before its next execution."""
-    import ray
+class WarmUp:
+    """`count` one-CPU tasks that import `modules`, for workers an execution with fewer
+    tasks than `cpus` leaves idle: `start` them once that execution's tasks are submitted
+    (`fan_units(after_submit=...)`, so they never take its workers), `wait` before the
+    next execution (so the run stays inside its CPU budget); their spans then go to the
+    `Timeline` being recorded. Why: a worker's first task pays its imports (~0.3-0.5 s
+    on our 2-core machines); when the next execution puts a worker that sat idle to work,
+    that cost lands on the run's critical path. A run of one unit at 2 CPUs took 0.4 s
+    longer than at 1 CPU for it (docs/results.md, corpus)."""
 
-    if count < 1 or not ray.is_initialized():
-        return lambda: None
-    task = ray.remote(timed).options(num_cpus=1, max_retries=MAX_RETRIES)
-    refs = [task.remote(import_modules, modules=list(modules)) for _ in range(count)]
-    timeline = _TIMELINE.get()
+    def __init__(self, count: int, modules: Sequence[str]) -> None:
+        self.count, self.modules = count, list(modules)
+        self.refs: list[Any] = []
 
-    def wait() -> None:
+    def start(self) -> None:
+        import ray
+
+        if self.count < 1 or not ray.is_initialized():
+            return
+        task = ray.remote(timed).options(num_cpus=1, max_retries=MAX_RETRIES)
+        self.refs = [task.remote(import_modules, modules=self.modules) for _ in range(self.count)]
+
+    def wait(self) -> None:
+        if not self.refs:
+            return
+        import ray
+
+        timeline = _TIMELINE.get()
+        refs, self.refs = self.refs, []
         for _, (pid, start, end) in ray.get(refs):
             if timeline is not None:
                 timeline.spans.append(Span(import_modules.__name__, pid, start, end))
-
-    return wait

@@ -57,7 +57,7 @@ from rayworks.pipelines.corpus.dedup import (
     sample_order,
     sample_texts,
 )
-from rayworks.pipelines.corpus.fanout import Timeline, fan_units, warm_workers
+from rayworks.pipelines.corpus.fanout import Timeline, WarmUp, fan_units
 from rayworks.pipelines.corpus.finalize import (
     empty_stats,
     finalize_units,
@@ -153,12 +153,12 @@ def score_units(
     calls = [{"unit": u} for u in order]
     # workers the scoring leaves idle but the global phase will use import its modules now
     used_next = min(cfg.cpus, max(cfg.dedup_hash_ranges, total))
-    warmed = warm_workers(used_next - min(cfg.cpus, len(order)), GLOBAL_PHASE_MODULES)
-    for index, manifest in fan_units(score_unit_task, calls, cfg.cpus, shared):
+    warm = WarmUp(used_next - min(cfg.cpus, len(order)), GLOBAL_PHASE_MODULES)
+    for index, manifest in fan_units(score_unit_task, calls, cfg.cpus, shared, warm.start):
         work.finish(order[index], manifest)
         done += 1  # counted here: re-reading every marker per unit would be quadratic
         ctx.log(done, units_done=done)
-    warmed()
+    warm.wait()
 
 
 def _profile(

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from rayworks.pipelines.corpus.fanout import Span, Timeline, fan_units, warm_workers
+from rayworks.pipelines.corpus.fanout import Span, Timeline, WarmUp, fan_units
 
 
 def test_phases_sum_tasks_per_execution_in_run_order():
@@ -47,14 +47,23 @@ def test_fan_units_records_spans_only_while_recording():
     assert all(a.end <= b.start for a, b in itertools.pairwise(spans))  # one at a time
 
 
-def test_warm_workers_import_in_tasks_and_record_them_when_waited(ray_session):
-    timeline = Timeline()
+def test_warm_ups_import_in_tasks_started_after_the_execution_and_recorded_when_waited(
+    ray_session,
+):
+    timeline, warm = Timeline(), WarmUp(2, ["rayworks.pipelines.corpus.dedup"])
     with timeline.record():
-        wait = warm_workers(2, ["rayworks.pipelines.corpus.dedup"])
-        assert timeline.spans == []  # recorded when waited for
-        wait()
-        warm_workers(0, ["json"])()  # none to warm: no task
-    assert [s.phase for s in timeline.spans] == ["import_modules"] * 2
+        results = fan_units(dict, [{"a": 1}], cpus=1, after_submit=warm.start)
+        assert warm.refs == []  # not before the execution's tasks are submitted
+        assert [out for _, out in results] == [{"a": 1}]
+        assert len(warm.refs) == 2
+        warm.wait()
+        none = WarmUp(0, ["json"])
+        none.start()
+        assert none.refs == []
+        none.wait()
+    assert sorted(s.phase for s in timeline.spans) == ["dict", "import_modules", "import_modules"]
     assert all(0 <= s.end - s.start < 120 for s in timeline.spans)
+    broken = WarmUp(1, ["rayworks.no_such_module"])
+    broken.start()
     with pytest.raises(ModuleNotFoundError):
-        warm_workers(1, ["rayworks.no_such_module"])()
+        broken.wait()

@@ -100,7 +100,7 @@ def test_a_worker_the_scoring_leaves_idle_imports_the_global_phase_meanwhile(
     ray_session, tmp_path: Path
 ):
     """One unit at cpus=2: the second CPU's worker imports the dedup and final-pass modules
-    during the scoring (`fanout.warm_workers`), and it is done before the dedup links."""
+    during the scoring (`fanout.WarmUp`), and it is done before the dedup links."""
     src = tmp_path / "in.jsonl"
     write_input(src)
     cfg = build_config(CorpusConfig, "smoke", overrides=[f"inputs=[{src}]", "cpus=2"])
