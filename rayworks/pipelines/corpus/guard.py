@@ -99,17 +99,23 @@ def _next(conn: Connection) -> pa.Table | None:
         return None
 
 
-def child_main(conn: Connection) -> None:
-    """A spawned child's life: build the steps, then `serve`."""
+def build_chain(conn: Connection) -> Any:
+    """The chain of the steps' factory received on `conn`; None, with the error sent back
+    as `("error", traceback)`, when building it fails."""
     from rayworks.pipelines.corpus.chain import StepChain
 
     build = conn.recv()
     try:
-        chain = StepChain(build())
+        return StepChain(build())
     except BaseException:
         conn.send(("error", traceback.format_exc()))
-        return
-    serve(conn, chain)
+        return None
+
+
+def child_main(conn: Connection) -> None:
+    """A spawned child's life: build the steps, then `serve`."""
+    if (chain := build_chain(conn)) is not None:
+        serve(conn, chain)
 
 
 def serve(conn: Connection, chain: Any) -> None:

@@ -44,7 +44,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -232,14 +231,9 @@ def _single_threaded() -> bool:
 def zygote_main(conn: Connection, path: str, parent: int) -> None:
     """The zygote: build the steps, listen at `path`, fork a ready child per request,
     until process `parent` (the starter) is no longer its parent."""
-    from rayworks.pipelines.corpus.chain import StepChain
-    from rayworks.pipelines.corpus.guard import serve
+    from rayworks.pipelines.corpus.guard import build_chain, serve
 
-    build = conn.recv()
-    try:
-        chain = StepChain(build())
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
+    if (chain := build_chain(conn)) is None:
         return
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     staging = f"{path}.{os.getpid()}"
