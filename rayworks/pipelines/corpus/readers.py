@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rayworks.core.errors import RayworksError
+from rayworks.pipelines.corpus import storage
 from rayworks.pipelines.corpus.licenses import OPEN_STATUSES, LicenseEvidence
 from rayworks.pipelines.corpus.schema import (
     REJECT_FIELDS,
@@ -151,15 +152,19 @@ def resolve_inputs(paths: str | Sequence[str], suffixes: Sequence[str] | None) -
     wanted = tuple(s.lower() for s in suffixes) if suffixes else None
     found: list[str] = []
     for path in [paths] if isinstance(paths, str) else list(paths):
-        hits = sorted(glob.glob(path, recursive=True)) if _is_glob(path) else [path]
-        files: list[str] = []
-        for hit in hits:
-            if os.path.isdir(hit):
-                for root, dirs, names in os.walk(hit):
-                    dirs.sort()
-                    files += [os.path.join(root, n) for n in sorted(names)]
-            elif os.path.isfile(hit):
-                files.append(hit)
+        if storage.is_uri(path):  # a bucket or any filesystem pyarrow opens (`storage.py`)
+            hits = files = storage.expand(path)
+        else:
+            hits = sorted(glob.glob(path, recursive=True)) if _is_glob(path) else [path]
+            files = []
+            for hit in hits:
+                if os.path.isdir(hit):
+                    for root, dirs, names in os.walk(hit):
+                        dirs.sort()
+                        files += [os.path.join(root, n) for n in sorted(names)]
+                elif os.path.isfile(hit):
+                    files.append(hit)
+            files = [os.path.abspath(f) for f in files]
         files = [f for f in files if wanted is None or f.lower().endswith(wanted)]
         if not files:
             kinds = f" ending in {', '.join(wanted)}" if wanted else ""
@@ -167,7 +172,7 @@ def resolve_inputs(paths: str | Sequence[str], suffixes: Sequence[str] | None) -
                 f"corpus input {path!r} matches no file{kinds} "
                 f"({'no such file or folder' if not hits else 'only other files'})."
             )
-        found += [os.path.abspath(f) for f in files]
+        found += files
     return list(dict.fromkeys(found))
 
 
@@ -489,9 +494,10 @@ def unit_table(
     for path in files:
         if fmt == "parquet":
             groups = None if stop is None else (start, stop)
-            tables += parquet_rows(path, path, cfg, row_groups=groups)
+            with storage.open_input(path) as f:
+                tables += parquet_rows(f, path, cfg, row_groups=groups)
             continue
-        with open(path, "rb") as f:
+        with storage.open_input(path) as f:
             data = f.read()
         if fmt == "jsonl":
             rows = jsonl_rows(path, data, cfg, start, -1 if stop is None else stop)

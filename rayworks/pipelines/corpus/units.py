@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rayworks.core.errors import RayworksError
+from rayworks.pipelines.corpus import storage
 
 MAX_PIECES = 1024
 """Pieces one file is cut into at most (a gzip size field that lies cannot explode a plan)."""
@@ -66,7 +67,7 @@ class Unit:
 def gzip_size(path: str) -> int:
     """A gzip file's uncompressed size from its trailer (ISIZE, modulo 2**32: a lie for
     files over 4 GiB or of several members, which only changes how finely it is cut)."""
-    with open(path, "rb") as f:
+    with storage.open_input(path) as f:
         f.seek(-4, os.SEEK_END)
         return struct.unpack("<I", f.read(4))[0]
 
@@ -77,7 +78,8 @@ def _parquet_groups(path: str) -> list[int]:
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.ParquetFile(path).metadata
+        with storage.open_input(path) as f:
+            meta = pq.ParquetFile(f).metadata
     except Exception:
         return []
     return [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
@@ -97,7 +99,7 @@ def split_file(path: str, size: int, fmt: str, unit_bytes: int) -> list[tuple[in
     piece = max(unit_bytes, MIN_PIECE_BYTES)
     if size <= piece:
         return []
-    stored = os.path.getsize(path)
+    stored = storage.size(path)
     if fmt == "jsonl":
         k = min(MAX_PIECES, math.ceil(size / piece))
         cuts = [round(i * size / k) for i in range(k)]
@@ -136,7 +138,7 @@ def plan_units(paths: list[str], unit_bytes: int, fmt: str = "files") -> list[Un
             files, size, stored_sum = [], 0, 0
 
     for path in sorted(paths):
-        stored = os.path.getsize(path)
+        stored = storage.size(path)
         nbytes = input_bytes(path, stored, fmt)
         pieces = split_file(path, nbytes, fmt, unit_bytes)
         if pieces:
