@@ -19,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 GLOB_CHARS = "*?["
@@ -93,10 +93,13 @@ def size(path: str) -> int:
     return int(filesystem.get_file_info(inner).size)
 
 
-def open_input(path: str) -> IO[bytes]:
-    """A local file or the object a URI names, opened for reading, seekable (parquet reads
-    its footer first; `units.gzip_size` the trailer)."""
+def open_input(path: str) -> Any:
+    """A local file or the object a URI names, opened for reading as an Arrow file
+    (seekable: parquet reads its footer first, `units.gzip_size` the trailer; and native,
+    so parquet reads it without going through Python)."""
     if not is_uri(path):
-        return open(path, "rb")
+        import pyarrow as pa
+
+        return pa.OSFile(path, "rb")
     filesystem, inner = locate(path)
     return filesystem.open_input_file(inner)
