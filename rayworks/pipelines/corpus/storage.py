@@ -22,6 +22,8 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from rayworks.core.errors import RayworksError
+
 GLOB_CHARS = "*?["
 
 
@@ -45,9 +47,9 @@ def locate(uri: str) -> tuple[Any, str]:
     """`(filesystem, path in it)` of a URI."""
     parts = urlsplit(uri)
     if parts.query or parts.fragment:
-        raise ValueError(
-            f"input {uri!r}: a URI with options ('?...'); give endpoints and credentials "
-            "through the environment (e.g. AWS_ENDPOINT_URL)"
+        raise RayworksError(
+            f"corpus input {uri!r}: a URI with options ('?...'); give endpoints and "
+            "credentials through the environment (e.g. AWS_ENDPOINT_URL)."
         )
     filesystem, base = _filesystem(f"{parts.scheme}://{parts.netloc}/")
     return filesystem, base + parts.path
@@ -69,7 +71,11 @@ def expand(uri: str) -> list[str]:
     filesystem, path = locate(uri)
     cut = min((i for i, c in enumerate(path) if c in GLOB_CHARS), default=-1)
     if cut >= 0:
-        folder = path[: path.rfind("/", 0, cut)]
+        if (slash := path.rfind("/", 0, cut)) < 0:
+            raise RayworksError(
+                f"corpus input {uri!r}: a pattern in the bucket's name; name the bucket."
+            )
+        folder = path[:slash]
         infos = filesystem.get_file_info(pafs.FileSelector(folder, recursive=True))
         return sorted(
             _uri(uri, i.path)

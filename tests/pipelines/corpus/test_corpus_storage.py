@@ -95,8 +95,10 @@ def test_a_bucket_prefix_and_a_glob_list_what_local_paths_list(s3_env: Path):
     ]
     with pytest.raises(RayworksError, match="matches no file"):
         readers.resolve_inputs([f"s3://{BUCKET}/nothing-here/"], jsonl)
-    with pytest.raises(ValueError, match="environment"):
+    with pytest.raises(RayworksError, match="environment"):
         storage.locate(f"s3://{BUCKET}/in/a.jsonl.gz?endpoint_override=x")
+    with pytest.raises(RayworksError, match="bucket's name"):
+        readers.resolve_inputs(["s3://corpus-*/in/a.jsonl.gz"], jsonl)
 
 
 @pytest.mark.parametrize(("fmt", "unit_bytes"), [("jsonl", 10**6), ("parquet", 1)])
