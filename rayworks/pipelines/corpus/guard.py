@@ -52,9 +52,7 @@ import pyarrow as pa
 from rayworks.core.errors import RayworksError
 from rayworks.pipelines.corpus import zygote
 from rayworks.pipelines.corpus.step import Batch
-
-START_TIMEOUT_S = 600.0
-"""How long a child may take to build its steps (the language model, word tables)."""
+from rayworks.pipelines.corpus.zygote import START_TIMEOUT_S
 
 
 def to_batch(table: pa.Table) -> Batch:
@@ -90,15 +88,6 @@ class StepsFactory:
         return getattr(importlib.import_module(module), name)(*self.args)
 
 
-def _next(conn: Connection) -> pa.Table | None:
-    """The next table to score; None when the parent says stop or is gone (a worker that
-    Ray stopped closes the pipe: the child then ends quietly instead of with a traceback)."""
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        return None
-
-
 def build_chain(conn: Connection) -> Any:
     """The chain of the steps' factory received on `conn`; None, with the error sent back
     as `("error", traceback)`, when building it fails."""
@@ -127,7 +116,7 @@ def serve(conn: Connection, chain: Any) -> None:
     def mark(i: int) -> None:
         conn.send(("step", i))
 
-    while (table := _next(conn)) is not None:
+    while (table := zygote.receive(conn)) is not None:  # None: stop, or the parent is gone
         try:
             out = to_table(chain(to_batch(table), on_step=mark), table.schema)
             conn.send(("ok", out, chain.take_seconds()))
@@ -237,17 +226,11 @@ class GuardedChain:
         if not self._conn.poll(START_TIMEOUT_S):
             self.close()
             raise RayworksError(f"the corpus steps did not start within {START_TIMEOUT_S:.0f} s.")
-        msg = self._receive()
+        msg = zygote.receive(self._conn)
         if msg is None or msg[0] != "ready":
             self.close()
             raise RayworksError(f"the corpus steps failed to start:\n{msg[1] if msg else ''}")
         self.names = msg[1]
-
-    def _receive(self) -> tuple | None:
-        try:
-            return self._conn.recv()
-        except (EOFError, OSError):  # the child died
-            return None
 
     def _restart(self) -> None:
         self.close()
@@ -261,7 +244,7 @@ class GuardedChain:
         while True:
             if not self._conn.poll(max(0.0, deadline - time.monotonic())):
                 return None, False
-            msg = self._receive()
+            msg = zygote.receive(self._conn)
             if msg is None or msg[0] != "step":
                 return msg, True
             self._step = msg[1]

@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 START_TIMEOUT_S = 600.0
-"""How long a zygote may take to build its steps, and a worker wait for one."""
+"""How long a child or a zygote may take to build its steps (the language model, word
+tables), and a worker wait for either."""
 CHECK_S = 1.0
 """How often a zygote looks whether its parent is alive and its socket still its own."""
 
@@ -164,7 +165,7 @@ def _launch(path: Path, build: Any) -> bool:
     with Connection(ours.detach()) as conn:
         conn.send(list(sys.path))
         conn.send(build)
-        ready = conn.poll(START_TIMEOUT_S) and _receive(conn) == "listening"
+        ready = conn.poll(START_TIMEOUT_S) and receive(conn) == "listening"
     if not ready:
         proc.kill()
         proc.wait()
@@ -173,7 +174,9 @@ def _launch(path: Path, build: Any) -> bool:
     return True
 
 
-def _receive(conn: Connection) -> Any:
+def receive(conn: Connection) -> Any:
+    """The next message on `conn`; None once the other end is gone (a child that died, or
+    a worker that Ray stopped, which closes the pipe: its child then ends quietly)."""
     try:
         return conn.recv()
     except (EOFError, OSError):
